@@ -1,0 +1,118 @@
+#pragma once
+/// \file superposition.h
+/// Gaussian kernel superposition (KS) of stacks of 2D slices — the core of the
+/// dose engine (da Silva, Ansorge & Jena, "Efficient scatter-based kernel
+/// superposition on GPU", shared/papers/scatter-kernel-superposition-on-gpu.md).
+///
+/// For every slice s and output pixel (y, x):
+///
+///   O[s][y][x] = Σ_{y',x'} I[s][y'][x'] · K(x − x', σx[s][y'][x']) · K(y − y', σy[s][y'][x'])
+///
+/// with the pixel-integrated Gaussian (the paper's Eq. 4)
+///
+///   K(d, σ) = ½ [erf((d + ½)/(√2 σ)) − erf((d − ½)/(√2 σ))],  |d| ≤ r,  0 beyond,
+///
+/// where r = ceil(n_σ · σ) is the cut-off radius of the *input* pixel along that
+/// axis (evaluated in float, identically on every backend), and σ = 0 means the
+/// pixel deposits locally (K(0) = 1). The weights are not renormalised: a pixel's
+/// weights sum to 1 minus the Gaussian tail beyond its cut-off.
+///
+/// Output grid: the same size as the input, **clipped** — contributions that
+/// would land outside the slice are dropped. Callers that must conserve energy
+/// pad their grid by the largest radius (the dose engine's BEV grid covers every
+/// spot ± n_σ·σ).
+///
+/// Layout of every array: [slice][row][col], col fastest; rows are "y", cols "x".
+/// No CUDA type appears here; in a build without CUDA the GPU methods throw
+/// UnavailableError.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace protondose {
+
+/// Size of a stack of 2D slices.
+struct StackShape {
+  int slices = 0;
+  int rows = 0;  ///< y extent
+  int cols = 0;  ///< x extent
+  std::size_t pixel_count() const {
+    return static_cast<std::size_t>(slices) * static_cast<std::size_t>(rows) *
+           static_cast<std::size_t>(cols);
+  }
+};
+
+/// A read-only array with its length (host or device memory, as the call says).
+struct ConstFloatSpan {
+  const float* data = nullptr;
+  std::size_t size = 0;
+};
+
+/// Input of one superposition: image ≥ 0 and per-pixel Gaussian widths in pixel
+/// units along x (cols) and y (rows), each shape.pixel_count() long.
+struct SuperpositionInput {
+  StackShape shape;
+  ConstFloatSpan image;       ///< I[s][y][x] ≥ 0 (energy per pixel, any unit)
+  ConstFloatSpan sigma_x_px;  ///< σx[s][y][x] ≥ 0, pixels along x
+  ConstFloatSpan sigma_y_px;  ///< σy[s][y][x] ≥ 0, pixels along y
+};
+
+/// Largest kernel radius (pixels) any path accepts; larger σ is rejected as input error.
+inline constexpr int kMaxKernelRadiusPx = 256;
+/// Largest radius handled by the shared-memory tile scatter; tiles whose
+/// radius exceeds it go to the general path (global-atomics scatter).
+inline constexpr int kMaxTileRadiusPx = 32;
+
+struct SuperpositionOptions {
+  double cutoff_sigmas = 3.0;  ///< n_σ: kernel radius r = ceil(n_σ·σ), in (0, 10]
+  /// Bitwise-reproducible output from run to run (fixed-point accumulation of
+  /// the tile flushes); costs some time, measured in docs/benchmarks.md.
+  bool deterministic = false;
+  int cpu_threads = 0;  ///< CPU reference: worker threads (0 = default_thread_count())
+};
+
+/// The implementations, named by what differs. All compute the same sum.
+enum class SuperpositionMethod {
+  kCpuReference,       ///< double precision scatter on the CPU: the oracle, and the no-GPU path
+  kGpuGatherExact,     ///< one thread per output pixel, erf per neighbour (paper's naive gather)
+  kGpuScatterAtomic,   ///< one thread per input pixel, global atomics per tap (paper's lower bound)
+  kGpuScatterTiled,    ///< shared-memory tile scatter, r templated, tiles bucketed by r on the device
+};
+
+/// Stable lowercase name ("cpu-reference", "gpu-gather-exact", ...).
+const char* method_name(SuperpositionMethod method);
+
+/// Throws InputError when the input is unusable: sizes that do not match the
+/// shape, an empty stack, a negative/NaN/Inf image value or σ (naming slice,
+/// row, col and value), σ whose radius exceeds kMaxKernelRadiusPx, or
+/// cutoff_sigmas outside (0, 10]. Host memory only.
+void validate_superposition_input(const SuperpositionInput& input,
+                                  const SuperpositionOptions& options);
+
+/// Kernel radius (pixels) of a pixel of width sigma_px: ceil(n_σ·σ) in float.
+int kernel_radius_px(float sigma_px, float cutoff_sigmas);
+
+/// One implementation behind the common interface.
+class Superposer {
+ public:
+  virtual ~Superposer() = default;
+  virtual SuperpositionMethod method() const = 0;
+  /// Superposes host arrays; `output` must hold input.shape.pixel_count()
+  /// floats and is overwritten. Validates the input first (InputError).
+  virtual void superpose(const SuperpositionInput& input, float* output) = 0;
+};
+
+/// Creates an implementation. GPU methods throw UnavailableError when protondose
+/// was built without CUDA or no CUDA device is present (never a CPU fallback).
+std::unique_ptr<Superposer> make_superposer(SuperpositionMethod method,
+                                            const SuperpositionOptions& options = {});
+
+/// The CPU oracle in double precision (what kCpuReference wraps, before its
+/// final rounding to float). Multi-threaded over slices or row bands;
+/// the result does not depend on the thread count.
+std::vector<double> superpose_cpu_reference(const SuperpositionInput& input,
+                                            const SuperpositionOptions& options = {});
+
+}  // namespace protondose
