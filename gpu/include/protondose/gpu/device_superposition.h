@@ -1,0 +1,65 @@
+#pragma once
+/// \file device_superposition.h
+/// Kernel superposition on arrays that already live in GPU memory — the entry
+/// point of the dose engine, which keeps its stacks on the device. No CUDA
+/// types: device pointers are plain pointers obtained from the gpu module.
+
+#include <memory>
+#include <string>
+
+#include "protondose/gpu/superposition.h"
+
+namespace protondose {
+
+/// True when protondose was compiled with its CUDA kernels.
+bool built_with_cuda();
+
+/// Number of usable CUDA devices: 0 when built without CUDA or when the driver
+/// reports none. Never throws for "no device".
+int gpu_device_count();
+
+/// What the benchmark and logs report about a device.
+struct GpuDeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_capability_major = 0, compute_capability_minor = 0;
+  int multiprocessor_count = 0;
+  double sm_clock_mhz = 0.0;
+  std::size_t global_memory_bytes = 0;
+  std::size_t shared_memory_per_multiprocessor_bytes = 0;
+};
+
+/// Properties of device `index`; UnavailableError if there is no such device.
+GpuDeviceInfo gpu_device_info(int index = 0);
+
+/// Runs one GPU superposition method on device arrays. Holds its scratch
+/// memory and stream between calls (grow-only), so repeated calls allocate
+/// nothing. Not thread-safe: one instance per host thread.
+class DeviceSuperposer {
+ public:
+  /// method must be a GPU method; throws UnavailableError without CUDA or device.
+  DeviceSuperposer(SuperpositionMethod method, const SuperpositionOptions& options = {});
+  ~DeviceSuperposer();
+  DeviceSuperposer(const DeviceSuperposer&) = delete;
+  DeviceSuperposer& operator=(const DeviceSuperposer&) = delete;
+
+  /// Superposes device arrays into d_output (device, pixel_count floats,
+  /// overwritten), then waits for the result. Invalid pixels (negative, NaN or
+  /// Inf values or σ, radius > kMaxKernelRadiusPx) are detected on the device
+  /// and reported as InputError naming the first such pixel.
+  void superpose_device(const SuperpositionInput& device_input, float* d_output);
+
+  SuperpositionMethod method() const;
+
+  /// Device memory helpers for callers without CUDA headers (tests, engine).
+  static float* allocate_device_floats(std::size_t count);
+  static void free_device(void* d_pointer);
+  static void copy_to_device(float* d_destination, const float* h_source, std::size_t count);
+  static void copy_to_host(float* h_destination, const float* d_source, std::size_t count);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace protondose

@@ -1,0 +1,201 @@
+// Host side of the GPU superposition: validation of the request, scratch
+// management, the launch sequence per method, and the device-side error check.
+#include <cuda_runtime.h>
+
+#include <sstream>
+#include <vector>
+
+#include "../backends.h"
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "protondose/core/error.h"
+#include "protondose/gpu/device_superposition.h"
+#include "superposition_kernels.cuh"
+
+namespace protondose {
+
+bool built_with_cuda() { return true; }
+
+int gpu_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+GpuDeviceInfo gpu_device_info(int index) {
+  if (index < 0 || index >= gpu_device_count())
+    throw UnavailableError("CUDA device " + std::to_string(index) + " does not exist (" +
+                           std::to_string(gpu_device_count()) + " device(s) present)");
+  cudaDeviceProp prop{};
+  PD_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  int clock_khz = 0;
+  PD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index));
+  GpuDeviceInfo info;
+  info.index = index;
+  info.name = prop.name;
+  info.compute_capability_major = prop.major;
+  info.compute_capability_minor = prop.minor;
+  info.multiprocessor_count = prop.multiProcessorCount;
+  info.sm_clock_mhz = clock_khz / 1000.0;
+  info.global_memory_bytes = prop.totalGlobalMem;
+  info.shared_memory_per_multiprocessor_bytes = prop.sharedMemPerMultiprocessor;
+  return info;
+}
+
+struct DeviceSuperposer::Impl {
+  SuperpositionMethod method;
+  SuperpositionOptions options;
+  cudaStream_t stream = nullptr;
+  cuda::DeviceBuffer<unsigned char> scratch;
+  cuda::DeviceBuffer<unsigned long long> fixed;
+
+  ~Impl() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  void run(const SuperpositionInput& in, float* d_out) {
+    const StackShape& shape = in.shape;
+    if (shape.slices <= 0 || shape.rows <= 0 || shape.cols <= 0)
+      throw InputError("superposition: empty stack shape");
+    for (const ConstFloatSpan* span : {&in.image, &in.sigma_x_px, &in.sigma_y_px})
+      if (span->data == nullptr || span->size != shape.pixel_count())
+        throw InputError("superposition: a device array is missing or its size does not match the stack");
+
+    cuda::StackParams p;
+    p.slices = shape.slices;
+    p.rows = shape.rows;
+    p.cols = shape.cols;
+    p.tiles_x = (shape.cols + cuda::kTileCols - 1) / cuda::kTileCols;
+    p.tiles_y = (shape.rows + cuda::kTileRows - 1) / cuda::kTileRows;
+    p.cutoff_sigmas = static_cast<float>(options.cutoff_sigmas);
+    p.image = in.image.data;
+    p.sigma_x = in.sigma_x_px.data;
+    p.sigma_y = in.sigma_y_px.data;
+    p.out = d_out;
+
+    scratch.reserve(cuda::analysis_bytes(p));
+    const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
+    p.fixed_scale = a.fixed_scale;
+    const std::size_t count = shape.pixel_count();
+    const bool scatter = method != SuperpositionMethod::kGpuGatherExact;
+    if (options.deterministic && scatter) {
+      fixed.reserve(count);
+      p.out_fixed = fixed.get();
+      PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
+    } else {
+      PD_CUDA_CHECK(cudaMemsetAsync(d_out, 0, count * sizeof(float), stream));
+    }
+
+    cuda::launch_analyse(p, a, stream);
+    switch (method) {
+      case SuperpositionMethod::kGpuScatterTiled: cuda::launch_scatter_tiled(p, a, stream); break;
+      case SuperpositionMethod::kGpuScatterAtomic: cuda::launch_scatter_atomic(p, stream); break;
+      case SuperpositionMethod::kGpuGatherExact: cuda::launch_gather_exact(p, a, stream); break;
+      case SuperpositionMethod::kCpuReference: throw InternalError("CPU method on the GPU runner");
+    }
+    if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
+
+    unsigned long long first_invalid = 0;
+    PD_CUDA_CHECK(cudaMemcpyAsync(&first_invalid, a.first_invalid, sizeof(first_invalid),
+                                  cudaMemcpyDeviceToHost, stream));
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (first_invalid != ~0ull) report_invalid(in, first_invalid);
+  }
+
+  // Copies the offending pixel back to name it and its values.
+  [[noreturn]] void report_invalid(const SuperpositionInput& in, unsigned long long index) {
+    float values[3] = {};
+    const float* sources[3] = {in.image.data, in.sigma_x_px.data, in.sigma_y_px.data};
+    for (int k = 0; k < 3; ++k)
+      PD_CUDA_CHECK(cudaMemcpy(values + k, sources[k] + index, sizeof(float), cudaMemcpyDeviceToHost));
+    const std::size_t plane = static_cast<std::size_t>(in.shape.rows) * in.shape.cols;
+    std::ostringstream m;
+    m << "superposition: invalid pixel at slice " << index / plane << ", row "
+      << (index % plane) / in.shape.cols << ", col " << index % in.shape.cols << ": image "
+      << values[0] << ", sigma_x " << values[1] << " px, sigma_y " << values[2]
+      << " px (image and sigma must be finite and >= 0, and the kernel radius at "
+      << options.cutoff_sigmas << " sigma at most " << kMaxKernelRadiusPx << " px)";
+    throw InputError(m.str());
+  }
+};
+
+DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const SuperpositionOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  if (method == SuperpositionMethod::kCpuReference)
+    throw ConfigError("DeviceSuperposer runs GPU methods only; use make_superposer for cpu-reference");
+  if (gpu_device_count() == 0)
+    throw UnavailableError(std::string("superposition method '") + method_name(method) +
+                           "' needs a CUDA device, and none is present");
+  if (!(options.cutoff_sigmas > 0.0 && options.cutoff_sigmas <= 10.0))
+    throw InputError("superposition: cut-off " + std::to_string(options.cutoff_sigmas) +
+                     " sigma is outside the accepted range (0, 10]");
+  impl_->method = method;
+  impl_->options = options;
+  PD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+}
+
+DeviceSuperposer::~DeviceSuperposer() = default;
+
+void DeviceSuperposer::superpose_device(const SuperpositionInput& device_input, float* d_output) {
+  impl_->run(device_input, d_output);
+}
+
+SuperpositionMethod DeviceSuperposer::method() const { return impl_->method; }
+
+float* DeviceSuperposer::allocate_device_floats(std::size_t count) {
+  float* d = nullptr;
+  PD_CUDA_CHECK(cudaMalloc(&d, count * sizeof(float)));
+  return d;
+}
+void DeviceSuperposer::free_device(void* d_pointer) {
+  if (d_pointer) PD_CUDA_CHECK(cudaFree(d_pointer));
+}
+void DeviceSuperposer::copy_to_device(float* d_destination, const float* h_source, std::size_t count) {
+  PD_CUDA_CHECK(cudaMemcpy(d_destination, h_source, count * sizeof(float), cudaMemcpyHostToDevice));
+}
+void DeviceSuperposer::copy_to_host(float* h_destination, const float* d_source, std::size_t count) {
+  PD_CUDA_CHECK(cudaMemcpy(h_destination, d_source, count * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+namespace {
+
+/// Superposer on host arrays: validate on the host, copy in, run, copy out.
+class HostArraysGpuSuperposer final : public Superposer {
+ public:
+  HostArraysGpuSuperposer(SuperpositionMethod method, const SuperpositionOptions& options)
+      : options_(options), device_(method, options) {}
+  SuperpositionMethod method() const override { return device_.method(); }
+
+  void superpose(const SuperpositionInput& input, float* output) override {
+    validate_superposition_input(input, options_);
+    const std::size_t n = input.shape.pixel_count();
+    buffer_.reserve(4 * n);
+    float* d_image = buffer_.get();
+    float* d_sigma_x = d_image + n;
+    float* d_sigma_y = d_sigma_x + n;
+    float* d_out = d_sigma_y + n;
+    PD_CUDA_CHECK(cudaMemcpy(d_image, input.image.data, n * sizeof(float), cudaMemcpyHostToDevice));
+    PD_CUDA_CHECK(cudaMemcpy(d_sigma_x, input.sigma_x_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
+    PD_CUDA_CHECK(cudaMemcpy(d_sigma_y, input.sigma_y_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
+    SuperpositionInput on_device{input.shape, {d_image, n}, {d_sigma_x, n}, {d_sigma_y, n}};
+    device_.superpose_device(on_device, d_out);
+    PD_CUDA_CHECK(cudaMemcpy(output, d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  SuperpositionOptions options_;
+  DeviceSuperposer device_;
+  cuda::DeviceBuffer<float> buffer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Superposer> make_gpu_superposer(SuperpositionMethod method,
+                                                const SuperpositionOptions& options) {
+  return std::make_unique<HostArraysGpuSuperposer>(method, options);
+}
+
+}  // namespace protondose

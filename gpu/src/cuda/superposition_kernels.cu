@@ -1,0 +1,438 @@
+// Kernels of the Gaussian kernel superposition (da Silva, Ansorge & Jena,
+// shared/papers/scatter-kernel-superposition-on-gpu.md), in CUB order:
+// launchers (bottom of the file) → kernels → device helpers (top).
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+
+#include "cuda_check.cuh"
+#include "protondose/gpu/gaussian_kernel.h"
+#include "superposition_kernels.cuh"
+
+namespace protondose::cuda {
+namespace {
+
+// ---------------------------------------------------------------- device helpers
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+
+/// 1 / (√2 σ), the argument scale of Eq. 4; 0 flags local deposition (σ ≈ 0).
+__device__ inline float erf_scale(float sigma_px) {
+  return sigma_px < kLocalDepositSigmaPx ? 0.0f : kInvSqrt2 / sigma_px;
+}
+
+/// K(d, σ) for d ≥ 0, with a = erf_scale(σ). erfc differences keep the tail
+/// weights accurate in float (erf differences near 1 would cancel).
+__device__ inline float gaussian_weight(int d, float a) {
+  if (a == 0.0f) return d == 0 ? 1.0f : 0.0f;
+  if (d == 0) return 1.0f - erfcf(0.5f * a);
+  return 0.5f * (erfcf((d - 0.5f) * a) - erfcf((d + 0.5f) * a));
+}
+
+/// Fixed-point value of a non-negative float in deterministic mode.
+__device__ inline unsigned long long to_fixed(float value, double scale) {
+  return static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale));
+}
+
+/// Adds `value` to output pixel `index`, in float or in fixed point.
+__device__ inline void accumulate(const StackParams& p, std::size_t index, float value) {
+  if (p.out_fixed)
+    atomicAdd(p.out_fixed + index, to_fixed(value, *p.fixed_scale));
+  else
+    atomicAdd(p.out + index, value);
+}
+
+__device__ inline bool is_valid_value(float v) { return v >= 0.0f && v <= 3.0e38f; }  // false for NaN, Inf, < 0
+
+// ---------------------------------------------------------------- analysis kernels
+
+__global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < kBucketCount) a.bucket_count[t] = 0;
+  if (t < slices) a.slice_radius[t] = -1;
+  if (t == 0) {
+    *a.max_image_bits = 0u;
+    *a.first_invalid = ULLONG_MAX;
+  }
+}
+
+/// One block per tile: the tile's radius, invalid pixels, the largest value.
+__global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
+  const int tx = blockIdx.x, ty = blockIdx.y, s = blockIdx.z;
+  const int x = tx * kTileCols + threadIdx.x;
+  int radius = -1;
+  float largest = 0.0f;
+  for (int row = threadIdx.y; row < kTileRows; row += kBlockRows) {
+    const int y = ty * kTileRows + row;
+    if (x >= p.cols || y >= p.rows) continue;
+    const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
+    const float v = p.image[i], sx = p.sigma_x[i], sy = p.sigma_y[i];
+    bool valid = is_valid_value(v) && is_valid_value(sx) && is_valid_value(sy);
+    int r = 0;
+    if (valid) {
+      r = max(gaussian_radius_px(sx, p.cutoff_sigmas), gaussian_radius_px(sy, p.cutoff_sigmas));
+      valid = r <= kMaxKernelRadiusPx;
+    }
+    if (!valid) {
+      atomicMin(a.first_invalid, static_cast<unsigned long long>(i));
+    } else if (v > 0.0f) {
+      radius = max(radius, r);
+      largest = fmaxf(largest, v);
+    }
+  }
+  __shared__ int tile_radius;
+  __shared__ unsigned int tile_largest;
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    tile_radius = -1;
+    tile_largest = 0u;
+  }
+  __syncthreads();
+  if (radius >= 0) {
+    atomicMax(&tile_radius, radius);
+    atomicMax(&tile_largest, __float_as_uint(largest));  // order-preserving for floats >= 0
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    const int tile = (s * p.tiles_y + ty) * p.tiles_x + tx;
+    a.tile_radius[tile] = tile_radius;
+    if (tile_radius >= 0) {
+      atomicMax(a.slice_radius + s, tile_radius);
+      atomicMax(a.max_image_bits, tile_largest);
+      atomicAdd(a.bucket_count + min(tile_radius, kGeneralBucket), 1);
+    }
+  }
+}
+
+/// One thread: prefix sum of the bucket sizes and the fixed-point scale.
+__global__ void finish_analysis_kernel(StackAnalysis a, double pixel_count) {
+  int offset = 0;
+  for (int b = 0; b < kBucketCount; ++b) {
+    a.bucket_offset[b] = offset;
+    a.bucket_cursor[b] = offset;
+    offset += a.bucket_count[b];
+  }
+  // Every output value is at most Σ image ≤ pixel_count · max(image) (each
+  // pixel's weights sum to ≤ 1), so a scale of 2^61 / that bound (rounded down
+  // to a power of two) can neither overflow 64 bits nor lose more than
+  // ~2^-61 of the total per addition. Power of two: exact, reproducible.
+  const double largest = static_cast<double>(__uint_as_float(*a.max_image_bits));
+  double scale = 1.0;
+  if (largest > 0.0) {
+    int exponent = 0;
+    frexp(pixel_count * largest, &exponent);  // bound < 2^exponent
+    scale = ldexp(1.0, 61 - exponent);
+  }
+  *a.fixed_scale = scale;
+}
+
+__global__ void fill_buckets_kernel(StackAnalysis a, int tile_count) {
+  const int tile = blockIdx.x * blockDim.x + threadIdx.x;
+  if (tile >= tile_count) return;
+  const int r = a.tile_radius[tile];
+  if (r < 0) return;  // all-zero tile: skipped entirely
+  const int slot = atomicAdd(a.bucket_cursor + min(r, kGeneralBucket), 1);
+  a.bucket_tiles[slot] = tile;
+}
+
+// ---------------------------------------------------------------- superposition kernels
+
+/// The shared-memory tile scatter (the paper's "volatile" warp-synchronous
+/// design, made correct under independent thread scheduling).
+///
+/// Each thread reads its pixel and σ once and computes its 1D weights once. The
+/// block accumulates into a shared (kTileRows+2R) × (kTileCols+2R) tile:
+///  - within a warp, for a given (dy, dx) the 32 lanes update 32 consecutive
+///    cells (no conflict); __syncwarp() between dx steps orders lane i's update
+///    of a cell before lane i+1's update of the same cell at the next step;
+///  - across warps, for a given dy every warp owns a different tile row;
+///    __syncthreads() between dy steps keeps the warps on the same dy.
+/// The tile is then flushed with one atomic per non-zero cell (tiles overlap in
+/// their halos). No atomics in the inner loop.
+template <int R>
+__global__ void __launch_bounds__(kTileCols* kBlockRows)
+    scatter_tiled_kernel(StackParams p, const int* tile_list) {
+  constexpr int kW = kTileCols + 2 * R;
+  constexpr int kH = kTileRows + 2 * R;
+  constexpr int kPixelsPerThread = kTileRows / kBlockRows;
+  __shared__ float acc[kH * kW];
+
+  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
+  const int tx = tile % p.tiles_x;
+  const int ty = (tile / p.tiles_x) % p.tiles_y;
+  const int s = tile / (p.tiles_x * p.tiles_y);
+  const int lane = threadIdx.x, warp = threadIdx.y;
+  const int x0 = tx * kTileCols, y0 = ty * kTileRows;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+
+  for (int c = warp * kTileCols + lane; c < kH * kW; c += kTileCols * kBlockRows) acc[c] = 0.0f;
+
+  float value[kPixelsPerThread], ax[kPixelsPerThread], ay[kPixelsPerThread];
+  int rx[kPixelsPerThread], ry[kPixelsPerThread];
+  bool any = false;
+#pragma unroll
+  for (int k = 0; k < kPixelsPerThread; ++k) {
+    const int x = x0 + lane, y = y0 + warp + k * kBlockRows;
+    value[k] = 0.0f;
+    ax[k] = ay[k] = 0.0f;
+    rx[k] = ry[k] = 0;
+    if (x < p.cols && y < p.rows) {
+      const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
+      value[k] = p.image[i];
+      const float sx = p.sigma_x[i], sy = p.sigma_y[i];
+      ax[k] = erf_scale(sx);
+      ay[k] = erf_scale(sy);
+      rx[k] = gaussian_radius_px(sx, p.cutoff_sigmas);
+      ry[k] = gaussian_radius_px(sy, p.cutoff_sigmas);
+    }
+    any |= value[k] > 0.0f;
+  }
+  // Skip all-zero tiles (the barrier also publishes the zeroed tile).
+  if (!__syncthreads_or(any)) return;
+
+#pragma unroll 1
+  for (int k = 0; k < kPixelsPerThread; ++k) {
+    float kx[R + 1];
+#pragma unroll
+    for (int d = 0; d <= R; ++d) kx[d] = d <= rx[k] ? gaussian_weight(d, ax[k]) : 0.0f;
+    // Cell of tap (dy, dx) of this thread: row (warp + k·kBlockRows) + dy + R,
+    // column lane + dx + R.
+    float* base = acc + (warp + k * kBlockRows) * kW + lane;
+    const float v = value[k];
+
+    // One row of taps at vertical offset dy with weight wy = v · K(|dy|).
+    auto scatter_row = [&](int row, float wy) {
+      float* cell = base + row * kW;
+#pragma unroll
+      for (int i = 0; i <= 2 * R; ++i) {
+        cell[i] += wy * kx[i < R ? R - i : i - R];
+        __syncwarp();
+      }
+      __syncthreads();
+    };
+
+    if constexpr (R <= 12) {
+      float ky[R + 1];
+#pragma unroll
+      for (int d = 0; d <= R; ++d) ky[d] = d <= ry[k] ? gaussian_weight(d, ay[k]) : 0.0f;
+#pragma unroll
+      for (int j = 0; j <= 2 * R; ++j) scatter_row(j, v * ky[j < R ? R - j : j - R]);
+    } else {
+      // Large radii: ky is not unrolled into registers; each row's weight comes
+      // from one new erfc, reusing the previous row's (K(d) = ½[E(d−½) − E(d+½)]).
+      const float a = ay[k];
+      const int r = ry[k];
+      if (a == 0.0f) {
+        for (int j = 0; j <= 2 * R; ++j) scatter_row(j, j == R ? v : 0.0f);
+      } else {
+        float upper = erfcf((R + 0.5f) * a);  // E(d + ½) for d = R
+        for (int d = R; d >= 1; --d) {         // rows dy = −R … −1
+          const float lower = erfcf((d - 0.5f) * a);
+          scatter_row(R - d, d <= r ? v * 0.5f * (lower - upper) : 0.0f);
+          upper = lower;
+        }
+        float lower = upper;                   // E(½)
+        scatter_row(R, v * (1.0f - lower));   // dy = 0
+        for (int d = 1; d <= R; ++d) {         // rows dy = 1 … R
+          const float next = erfcf((d + 0.5f) * a);
+          scatter_row(R + d, d <= r ? v * 0.5f * (lower - next) : 0.0f);
+          lower = next;
+        }
+      }
+    }
+  }
+
+  // Flush: the last scatter_row ended with __syncthreads(), so the tile is complete.
+  for (int c = warp * kTileCols + lane; c < kH * kW; c += kTileCols * kBlockRows) {
+    const float cell = acc[c];
+    if (cell == 0.0f) continue;
+    const int gy = y0 - R + c / kW, gx = x0 - R + c % kW;
+    if (gy < 0 || gy >= p.rows || gx < 0 || gx >= p.cols) continue;  // clipped output grid
+    accumulate(p, s * plane + static_cast<std::size_t>(gy) * p.cols + gx, cell);
+  }
+}
+
+/// Global-atomics scatter: one thread per input pixel, any radius (the paper's
+/// lower bound, and the general path for tiles whose radius exceeds the
+/// largest template). Grid: one block per tile (tile_list) or per tile of the stack.
+__global__ void __launch_bounds__(kTileCols* kBlockRows)
+    scatter_atomic_kernel(StackParams p, const int* tile_list) {
+  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
+  const int tx = tile % p.tiles_x;
+  const int ty = (tile / p.tiles_x) % p.tiles_y;
+  const int s = tile / (p.tiles_x * p.tiles_y);
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  const int x = tx * kTileCols + threadIdx.x;
+  for (int row = threadIdx.y; row < kTileRows; row += kBlockRows) {
+    const int y = ty * kTileRows + row;
+    if (x >= p.cols || y >= p.rows) continue;
+    const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
+    const float v = p.image[i];
+    if (v == 0.0f) continue;
+    const float ax = erf_scale(p.sigma_x[i]), ay = erf_scale(p.sigma_y[i]);
+    const int rx = gaussian_radius_px(p.sigma_x[i], p.cutoff_sigmas);
+    const int ry = gaussian_radius_px(p.sigma_y[i], p.cutoff_sigmas);
+    const int ylo = max(0, y - ry), yhi = min(p.rows - 1, y + ry);
+    const int xlo = max(0, x - rx), xhi = min(p.cols - 1, x + rx);
+    for (int yo = ylo; yo <= yhi; ++yo) {
+      const float wy = v * gaussian_weight(abs(yo - y), ay);
+      for (int xo = xlo; xo <= xhi; ++xo)
+        accumulate(p, s * plane + static_cast<std::size_t>(yo) * p.cols + xo,
+                   wy * gaussian_weight(abs(xo - x), ax));
+    }
+  }
+}
+
+/// Exact gather (the paper's naive gather): each output pixel sums over the
+/// neighbourhood of its slice's largest radius, evaluating Eq. 4 per neighbour.
+__global__ void gather_exact_kernel(StackParams p, const int* slice_radius) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  const int s = blockIdx.z;
+  if (x >= p.cols || y >= p.rows) return;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  const int R = slice_radius[s];
+  float sum = 0.0f;
+  for (int dy = -R; dy <= R; ++dy) {
+    const int yi = y + dy;
+    if (yi < 0 || yi >= p.rows) continue;
+    for (int dx = -R; dx <= R; ++dx) {
+      const int xi = x + dx;
+      if (xi < 0 || xi >= p.cols) continue;
+      const std::size_t i = s * plane + static_cast<std::size_t>(yi) * p.cols + xi;
+      const float v = p.image[i];
+      if (v == 0.0f) continue;
+      const float sx = p.sigma_x[i], sy = p.sigma_y[i];
+      if (abs(dx) > gaussian_radius_px(sx, p.cutoff_sigmas) ||
+          abs(dy) > gaussian_radius_px(sy, p.cutoff_sigmas))
+        continue;
+      sum += v * gaussian_weight(abs(dx), erf_scale(sx)) * gaussian_weight(abs(dy), erf_scale(sy));
+    }
+  }
+  p.out[s * plane + static_cast<std::size_t>(y) * p.cols + x] = sum;
+}
+
+__global__ void fixed_to_float_kernel(StackParams p, std::size_t count) {
+  const double inverse = 1.0 / *p.fixed_scale;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    p.out[i] = static_cast<float>(static_cast<double>(p.out_fixed[i]) * inverse);
+}
+
+// ---------------------------------------------------------------- device-side dispatch
+
+/// Launches the tile kernel of radius `radius` over `count` tiles from the
+/// device, into the fire-and-forget stream so the buckets run concurrently.
+template <int R>
+__device__ void launch_tiled_bucket(int radius, int count, const int* tiles, const StackParams& p) {
+  if (radius == R) {
+    scatter_tiled_kernel<R><<<count, dim3(kTileCols, kBlockRows), 0, cudaStreamFireAndForget>>>(p, tiles);
+  } else if constexpr (R > 0) {
+    launch_tiled_bucket<R - 1>(radius, count, tiles, p);
+  }
+}
+
+/// One thread per bucket: launches the bucket's kernel if it holds tiles.
+/// Largest radii first: they are the longest-running grids.
+__global__ void dispatch_buckets_kernel(StackParams p, StackAnalysis a) {
+  const int bucket = kBucketCount - 1 - static_cast<int>(threadIdx.x);
+  if (bucket < 0) return;
+  const int count = a.bucket_count[bucket];
+  if (count == 0) return;
+  const int* tiles = a.bucket_tiles + a.bucket_offset[bucket];
+  if (bucket == kGeneralBucket)
+    scatter_atomic_kernel<<<count, dim3(kTileCols, kBlockRows), 0, cudaStreamFireAndForget>>>(p, tiles);
+  else
+    launch_tiled_bucket<kMaxTileRadiusPx>(bucket, count, tiles, p);
+}
+
+template <int R>
+void launch_fixed_radius(int radius, const StackParams& p, cudaStream_t stream) {
+  if (radius == R) {
+    scatter_tiled_kernel<R><<<p.tile_count(), dim3(kTileCols, kBlockRows), 0, stream>>>(p, nullptr);
+  } else if constexpr (R > 0) {
+    launch_fixed_radius<R - 1>(radius, p, stream);
+  }
+}
+
+std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+
+std::size_t analysis_bytes(const StackParams& p) {
+  const std::size_t tiles = static_cast<std::size_t>(p.tile_count());
+  return align16(sizeof(double)) + align16(sizeof(unsigned long long)) +
+         align16(sizeof(unsigned int)) + 4 * align16(kBucketCount * sizeof(int)) +
+         align16(tiles * sizeof(int)) * 2 + align16(p.slices * sizeof(int));
+}
+
+StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
+  char* cursor = static_cast<char*>(scratch);
+  auto take = [&cursor](std::size_t bytes) {
+    char* here = cursor;
+    cursor += align16(bytes);
+    return here;
+  };
+  const std::size_t tiles = static_cast<std::size_t>(p.tile_count());
+  StackAnalysis a;
+  a.fixed_scale = reinterpret_cast<double*>(take(sizeof(double)));
+  a.first_invalid = reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long)));
+  a.max_image_bits = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int)));
+  a.bucket_count = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
+  a.bucket_offset = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
+  a.bucket_cursor = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
+  take(kBucketCount * sizeof(int));  // keeps analysis_bytes and the layout in step
+  a.tile_radius = reinterpret_cast<int*>(take(tiles * sizeof(int)));
+  a.bucket_tiles = reinterpret_cast<int*>(take(tiles * sizeof(int)));
+  a.slice_radius = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
+  return a;
+}
+
+void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  const int reset_threads = std::max(kBucketCount, p.slices);
+  reset_analysis_kernel<<<(reset_threads + 255) / 256, 256, 0, stream>>>(a, p.slices);
+  PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
+  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, p.slices), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
+  PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
+  finish_analysis_kernel<<<1, 1, 0, stream>>>(
+      a, static_cast<double>(p.slices) * p.rows * static_cast<double>(p.cols));
+  PD_CUDA_CHECK_LAUNCH("finish_analysis_kernel");
+  fill_buckets_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(a, p.tile_count());
+  PD_CUDA_CHECK_LAUNCH("fill_buckets_kernel");
+}
+
+void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  dispatch_buckets_kernel<<<1, 64, 0, stream>>>(p, a);
+  PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
+}
+
+void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
+  if (radius < 0 || radius > kMaxTileRadiusPx)
+    throw InputError("tile scatter: radius " + std::to_string(radius) + " px outside 0.." +
+                     std::to_string(kMaxTileRadiusPx));
+  launch_fixed_radius<kMaxTileRadiusPx>(radius, p, stream);
+  PD_CUDA_CHECK_LAUNCH("scatter_tiled_kernel");
+}
+
+void launch_scatter_atomic(const StackParams& p, cudaStream_t stream) {
+  scatter_atomic_kernel<<<p.tile_count(), dim3(kTileCols, kBlockRows), 0, stream>>>(p, nullptr);
+  PD_CUDA_CHECK_LAUNCH("scatter_atomic_kernel");
+}
+
+void launch_gather_exact(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  const dim3 block(32, 8);
+  const dim3 grid((p.cols + 31) / 32, (p.rows + 7) / 8, p.slices);
+  gather_exact_kernel<<<grid, block, 0, stream>>>(p, a.slice_radius);
+  PD_CUDA_CHECK_LAUNCH("gather_exact_kernel");
+}
+
+void launch_fixed_to_float(const StackParams& p, cudaStream_t stream) {
+  const std::size_t count = static_cast<std::size_t>(p.slices) * p.rows * p.cols;
+  const int blocks = static_cast<int>(std::min<std::size_t>((count + 255) / 256, 65535));
+  fixed_to_float_kernel<<<blocks, 256, 0, stream>>>(p, count);
+  PD_CUDA_CHECK_LAUNCH("fixed_to_float_kernel");
+}
+
+}  // namespace protondose::cuda

@@ -1,0 +1,73 @@
+#pragma once
+// Host launchers of the superposition kernels (CUB order: launcher → kernel →
+// device helpers). Everything here works on device memory and one stream; the
+// public, CUDA-free API is in protondose/gpu/superposition.h.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "protondose/gpu/superposition.h"
+
+namespace protondose::cuda {
+
+/// Tile of the shared-memory scatter: a warp owns one tile row of kTileCols
+/// pixels; a block of kBlockRows warps covers kTileRows rows (each thread
+/// handles kTileRows / kBlockRows pixels of one column).
+inline constexpr int kTileCols = 32;
+inline constexpr int kTileRows = 16;
+inline constexpr int kBlockRows = 8;
+/// Buckets of tiles by radius: r = 0 … kMaxTileRadiusPx, and one "general"
+/// bucket for tiles with larger radii (global-atomics scatter).
+inline constexpr int kGeneralBucket = kMaxTileRadiusPx + 1;
+inline constexpr int kBucketCount = kMaxTileRadiusPx + 2;
+
+/// Everything a kernel needs about one stack (plain struct, passed by value).
+struct StackParams {
+  int slices = 0, rows = 0, cols = 0;
+  int tiles_x = 0, tiles_y = 0;   ///< tiles per slice along cols and rows
+  float cutoff_sigmas = 3.0f;
+  const float* image = nullptr;   ///< [slice][row][col]
+  const float* sigma_x = nullptr;
+  const float* sigma_y = nullptr;
+  float* out = nullptr;           ///< float output (must be zeroed before a scatter)
+  unsigned long long* out_fixed = nullptr;  ///< fixed-point accumulator (deterministic mode) or null
+  const double* fixed_scale = nullptr;      ///< device scalar: fixed-point units per output unit
+  int tile_count() const { return tiles_x * tiles_y * slices; }
+};
+
+/// Per-stack scratch, on the device. `analyse` fills it.
+struct StackAnalysis {
+  int* tile_radius = nullptr;     ///< [tile]: max kernel radius of its non-zero pixels, -1 if all zero
+  int* slice_radius = nullptr;    ///< [slice]: max radius of its non-zero pixels, -1 if all zero
+  int* bucket_count = nullptr;    ///< [kBucketCount]
+  int* bucket_offset = nullptr;   ///< [kBucketCount] exclusive prefix sum of bucket_count
+  int* bucket_cursor = nullptr;   ///< [kBucketCount] scratch
+  int* bucket_tiles = nullptr;    ///< [tile_count] tile indices grouped by bucket
+  unsigned int* max_image_bits = nullptr;         ///< bits of the largest image value
+  double* fixed_scale = nullptr;                  ///< deterministic-mode scale
+  unsigned long long* first_invalid = nullptr;    ///< smallest index of an invalid pixel, or ~0
+};
+
+/// Bytes of device scratch `analysis_layout` needs for a stack.
+std::size_t analysis_bytes(const StackParams& p);
+/// Carves a StackAnalysis out of `scratch` (analysis_bytes(p) bytes, 16-byte aligned).
+StackAnalysis analysis_layout(const StackParams& p, void* scratch);
+
+/// Resets the scratch, finds per-tile and per-slice radii, flags invalid pixels,
+/// buckets the non-zero tiles by radius and computes the fixed-point scale.
+void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// The shared-memory tile scatter over every bucket, launched from the device
+/// (dynamic parallelism) so the host never waits for the bucket sizes.
+void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// The tile scatter with one compile-time radius for every tile of the stack
+/// (the paper's experiment: r_max fixed per launch). radius must be ≥ every
+/// tile radius, 0 … kMaxTileRadiusPx.
+void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
+/// Global-atomics scatter, one thread per input pixel, any radius.
+void launch_scatter_atomic(const StackParams& p, cudaStream_t stream);
+/// Exact gather, one thread per output pixel, erf per neighbour; radius per slice.
+void launch_gather_exact(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// Deterministic mode: converts the fixed-point accumulator into p.out.
+void launch_fixed_to_float(const StackParams& p, cudaStream_t stream);
+
+}  // namespace protondose::cuda
