@@ -1,0 +1,343 @@
+// CT Image Storage series: reading (sorting, geometry checks, rescale) and writing.
+#include "protondose/dicom/ct_series.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "dcmtk_util.h"
+#include "protondose/core/atomic_file.h"
+#include "protondose/core/error.h"
+
+namespace protondose::dicom {
+
+using detail::find_integer;
+using detail::find_number;
+using detail::find_string;
+using detail::require_integer;
+using detail::require_number;
+using detail::require_numbers;
+using detail::require_string;
+using detail::tag_label;
+using detail::Where;
+
+namespace {
+
+std::string describe(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+Vec3 cross(const Vec3& a, const Vec3& b) {
+  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+}
+double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+
+// One slice's header, read in the first pass over the folder.
+struct SliceHeader {
+  std::string path;
+  std::string series_uid;
+  std::string study_uid;
+  std::string frame_of_reference_uid;
+  std::string patient_position;
+  std::string patient_id;
+  std::string patient_name;
+  int rows = 0;
+  int columns = 0;
+  double row_spacing_mm = 0.0;     // PixelSpacing[0]: between rows (along the column direction)
+  double column_spacing_mm = 0.0;  // PixelSpacing[1]: between columns (along the row direction)
+  Vec3 position_mm{};              // ImagePositionPatient
+  Vec3 row_cosines{};              // ImageOrientationPatient[0..2]
+  Vec3 column_cosines{};           // ImageOrientationPatient[3..5]
+  double slope = 1.0;
+  double intercept = 0.0;
+  double slice_thickness_mm = 0.0; // 0 when absent
+  double gantry_tilt_deg = 0.0;
+  int bits_allocated = 16;
+  int bits_stored = 16;
+  int pixel_representation = 0;
+  double normal_position_mm = 0.0;  // position along the slice normal
+};
+
+SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
+  DcmDataset& ds = *file.getDataset();
+  const Where w{path, ""};
+  SliceHeader h;
+  h.path = path;
+  h.series_uid = require_string(ds, DCM_SeriesInstanceUID, w);
+  h.study_uid = find_string(ds, DCM_StudyInstanceUID, w).value_or("");
+  h.frame_of_reference_uid = find_string(ds, DCM_FrameOfReferenceUID, w).value_or("");
+  h.patient_position = find_string(ds, DCM_PatientPosition, w).value_or("");
+  h.patient_id = find_string(ds, DCM_PatientID, w).value_or("");
+  h.patient_name = find_string(ds, DCM_PatientName, w).value_or("");
+  h.rows = static_cast<int>(require_integer(ds, DCM_Rows, w));
+  h.columns = static_cast<int>(require_integer(ds, DCM_Columns, w));
+  if (h.rows <= 0 || h.columns <= 0)
+    throw InputError(w.prefix() + "image size " + std::to_string(h.rows) + " rows × " +
+                     std::to_string(h.columns) + " columns; both must be > 0");
+  const auto spacing = require_numbers(ds, DCM_PixelSpacing, 2, w);
+  if (!(spacing[0] > 0.0) || !(spacing[1] > 0.0))
+    throw InputError(w.prefix() + tag_label(DCM_PixelSpacing) + " " + describe(spacing[0]) + "\\" +
+                     describe(spacing[1]) + " mm; must be > 0");
+  h.row_spacing_mm = spacing[0];
+  h.column_spacing_mm = spacing[1];
+  const auto ipp = require_numbers(ds, DCM_ImagePositionPatient, 3, w);
+  h.position_mm = {ipp[0], ipp[1], ipp[2]};
+  const auto iop = require_numbers(ds, DCM_ImageOrientationPatient, 6, w);
+  h.row_cosines = {iop[0], iop[1], iop[2]};
+  h.column_cosines = {iop[3], iop[4], iop[5]};
+  if (std::abs(dot(h.row_cosines, h.row_cosines) - 1.0) > 1e-3 ||
+      std::abs(dot(h.column_cosines, h.column_cosines) - 1.0) > 1e-3 ||
+      std::abs(dot(h.row_cosines, h.column_cosines)) > 1e-3)
+    throw InputError(w.prefix() + tag_label(DCM_ImageOrientationPatient) +
+                     ": row and column direction cosines are not orthonormal");
+  h.slope = require_number(ds, DCM_RescaleSlope, w);
+  h.intercept = require_number(ds, DCM_RescaleIntercept, w);
+  if (h.slope == 0.0) throw InputError(w.prefix() + tag_label(DCM_RescaleSlope) + " is 0");
+  h.slice_thickness_mm = find_number(ds, DCM_SliceThickness, w).value_or(0.0);
+  h.gantry_tilt_deg = find_number(ds, DCM_GantryDetectorTilt, w).value_or(0.0);
+  h.bits_allocated = static_cast<int>(require_integer(ds, DCM_BitsAllocated, w));
+  h.bits_stored = static_cast<int>(find_integer(ds, DCM_BitsStored, w).value_or(h.bits_allocated));
+  h.pixel_representation = static_cast<int>(require_integer(ds, DCM_PixelRepresentation, w));
+  if (h.bits_allocated != 16)
+    throw UnavailableError(w.prefix() + tag_label(DCM_BitsAllocated) + " " +
+                           std::to_string(h.bits_allocated) + ": only 16-bit CT pixels are supported");
+  if (h.bits_stored < 1 || h.bits_stored > 16)
+    throw InputError(w.prefix() + tag_label(DCM_BitsStored) + " " + std::to_string(h.bits_stored) +
+                     "; must be 1..16");
+  if (h.pixel_representation != 0 && h.pixel_representation != 1)
+    throw InputError(w.prefix() + tag_label(DCM_PixelRepresentation) + " " +
+                     std::to_string(h.pixel_representation) + "; must be 0 or 1");
+  if (const auto spp = find_integer(ds, DCM_SamplesPerPixel, w); spp && *spp != 1)
+    throw UnavailableError(w.prefix() + tag_label(DCM_SamplesPerPixel) + " " + std::to_string(*spp) +
+                           ": only single-sample (grey) CT images are supported");
+  if (const auto frames = find_integer(ds, DCM_NumberOfFrames, w); frames && *frames != 1)
+    throw UnavailableError(w.prefix() + tag_label(DCM_NumberOfFrames) + " " + std::to_string(*frames) +
+                           ": multi-frame CT slices are not supported");
+  return h;
+}
+
+// Reads the slice's stored pixels and converts them to HU into `out` (rows × columns, column fastest).
+void read_pixels(DcmFileFormat& file, const SliceHeader& h, float* out) {
+  const Where w{h.path, ""};
+  DcmDataset& ds = *file.getDataset();
+  if (DcmXfer(ds.getOriginalXfer()).isEncapsulated())
+    throw UnavailableError(w.prefix() + "compressed pixel data (transfer syntax " +
+                           DcmXfer(ds.getOriginalXfer()).getXferName() +
+                           ") is not supported; decompress first (e.g. dcmdjpeg)");
+  DcmElement* element = nullptr;
+  if (ds.findAndGetElement(DCM_PixelData, element).bad() || element == nullptr)
+    throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": missing");
+  const std::size_t count = static_cast<std::size_t>(h.rows) * h.columns;
+  const Uint32 length = element->getLength();
+  if (length < count * 2)
+    throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": " + std::to_string(length) +
+                     " bytes, expected " + std::to_string(count * 2) + " for " + std::to_string(h.rows) +
+                     " × " + std::to_string(h.columns) + " 16-bit pixels (truncated?)");
+  Uint16* words = nullptr;
+  const OFCondition status = element->getUint16Array(words);
+  if (status.bad() || words == nullptr)
+    throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": cannot read 16-bit pixels (DCMTK: " +
+                     status.text() + ")");
+  const Uint16 mask = static_cast<Uint16>(h.bits_stored == 16 ? 0xFFFFu : ((1u << h.bits_stored) - 1u));
+  const Uint16 sign_bit = static_cast<Uint16>(1u << (h.bits_stored - 1));
+  for (std::size_t p = 0; p < count; ++p) {
+    const Uint16 raw = static_cast<Uint16>(words[p] & mask);
+    double stored;
+    if (h.pixel_representation == 1) {
+      // Two's complement in bits_stored bits: sign-extend.
+      stored = (raw & sign_bit) ? static_cast<double>(raw) - static_cast<double>(mask) - 1.0 : raw;
+    } else {
+      stored = raw;
+    }
+    out[p] = static_cast<float>(stored * h.slope + h.intercept);
+  }
+}
+
+bool same(const Vec3& a, const Vec3& b, double tol) {
+  return std::abs(a[0] - b[0]) <= tol && std::abs(a[1] - b[1]) <= tol && std::abs(a[2] - b[2]) <= tol;
+}
+
+bool axis_aligned(const Vec3& v) {
+  int big = 0;
+  for (double c : v) {
+    if (std::abs(std::abs(c) - 1.0) <= CtSeriesTolerance::kDirectionCosine) ++big;
+    else if (std::abs(c) > CtSeriesTolerance::kDirectionCosine) return false;
+  }
+  return big == 1;
+}
+
+// True when the file starts like DICOM: a Part 10 preamble with "DICM" at
+// byte 128, or a raw dataset whose first tag is in group 0x0008 (little
+// endian). Lets the folder scan skip notes and images without handing them
+// to DCMTK (which would log parse errors for them).
+bool looks_like_dicom(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[132] = {};
+  in.read(head, sizeof head);
+  const auto got = in.gcount();
+  if (got >= 132 && std::string(head + 128, 4) == "DICM") return true;
+  return got >= 8 && head[0] == 0x08 && head[1] == 0x00;
+}
+
+std::string vec_text(const Vec3& v) {
+  return describe(v[0]) + "\\" + describe(v[1]) + "\\" + describe(v[2]);
+}
+
+}  // namespace
+
+CtImage read_ct_series(const std::string& folder, const std::string& series_uid) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec))
+    throw IoError("CT folder '" + folder + "' does not exist or is not a folder");
+  std::vector<std::string> paths;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file()) paths.push_back(it->path().string());
+  if (ec) throw IoError("cannot list CT folder '" + folder + "': " + ec.message());
+  std::sort(paths.begin(), paths.end());
+
+  // Pass 1: headers of every CT slice, grouped by series. Non-DICOM and
+  // non-CT files are skipped (folders often hold the plan, dose and notes too).
+  std::map<std::string, std::vector<SliceHeader>> series;
+  for (const auto& path : paths) {
+    if (!looks_like_dicom(path)) continue;
+    std::unique_ptr<DcmFileFormat> file;
+    try {
+      file = detail::load_file(path, /*load_all=*/false);
+    } catch (const InputError&) {
+      continue;
+    }
+    if (detail::sop_class_of(*file) != UID_CTImageStorage) continue;
+    SliceHeader h = read_header(*file, path);
+    series[h.series_uid].push_back(std::move(h));
+  }
+  if (series.empty())
+    throw InputError("no CT Image Storage files in '" + folder + "'");
+  std::vector<SliceHeader>* chosen = nullptr;
+  if (!series_uid.empty()) {
+    const auto it = series.find(series_uid);
+    if (it == series.end()) {
+      std::string list;
+      for (const auto& [uid, slices] : series) list += "\n  " + uid + " (" + std::to_string(slices.size()) + " slices)";
+      throw InputError("CT folder '" + folder + "' has no series with SeriesInstanceUID (0020,000e) '" +
+                       series_uid + "'; it has:" + list);
+    }
+    chosen = &it->second;
+  } else if (series.size() > 1) {
+    std::string list;
+    for (const auto& [uid, slices] : series) list += "\n  " + uid + " (" + std::to_string(slices.size()) + " slices)";
+    throw InputError("CT folder '" + folder + "' holds " + std::to_string(series.size()) +
+                     " CT series; choose one by SeriesInstanceUID (0020,000e):" + list);
+  } else {
+    chosen = &series.begin()->second;
+  }
+  std::vector<SliceHeader>& slices = *chosen;
+
+  // Consistency of every slice with the first one.
+  const SliceHeader& first = slices.front();
+  for (const auto& h : slices) {
+    const Where w{h.path, ""};
+    auto differs = [&](const DcmTagKey& key, const std::string& mine, const std::string& theirs) {
+      throw InputError(w.prefix() + tag_label(key) + " is " + mine + " but '" + first.path + "' has " +
+                       theirs + "; all slices of a series must agree");
+    };
+    if (h.rows != first.rows) differs(DCM_Rows, std::to_string(h.rows), std::to_string(first.rows));
+    if (h.columns != first.columns) differs(DCM_Columns, std::to_string(h.columns), std::to_string(first.columns));
+    if (std::abs(h.row_spacing_mm - first.row_spacing_mm) > 1e-4 ||
+        std::abs(h.column_spacing_mm - first.column_spacing_mm) > 1e-4)
+      differs(DCM_PixelSpacing, describe(h.row_spacing_mm) + "\\" + describe(h.column_spacing_mm),
+              describe(first.row_spacing_mm) + "\\" + describe(first.column_spacing_mm));
+    if (!same(h.row_cosines, first.row_cosines, CtSeriesTolerance::kDirectionCosine) ||
+        !same(h.column_cosines, first.column_cosines, CtSeriesTolerance::kDirectionCosine))
+      differs(DCM_ImageOrientationPatient, vec_text(h.row_cosines) + "\\" + vec_text(h.column_cosines),
+              vec_text(first.row_cosines) + "\\" + vec_text(first.column_cosines));
+    if (h.frame_of_reference_uid != first.frame_of_reference_uid)
+      differs(DCM_FrameOfReferenceUID, "'" + h.frame_of_reference_uid + "'", "'" + first.frame_of_reference_uid + "'");
+    if (h.patient_position != first.patient_position)
+      differs(DCM_PatientPosition, "'" + h.patient_position + "'", "'" + first.patient_position + "'");
+    if (h.bits_stored != first.bits_stored || h.pixel_representation != first.pixel_representation)
+      differs(DCM_PixelRepresentation, std::to_string(h.pixel_representation), std::to_string(first.pixel_representation));
+    if (std::abs(h.gantry_tilt_deg) > 1e-6)
+      throw UnavailableError(w.prefix() + tag_label(DCM_GantryDetectorTilt) + " " + describe(h.gantry_tilt_deg) +
+                             " deg: gantry-tilted CT is not supported; resample it to an axial grid first");
+  }
+  if (!axis_aligned(first.row_cosines) || !axis_aligned(first.column_cosines))
+    throw UnavailableError("'" + first.path + "': " + tag_label(DCM_ImageOrientationPatient) + " " +
+                           vec_text(first.row_cosines) + "\\" + vec_text(first.column_cosines) +
+                           ": oblique CT is not supported (row and column directions must be along "
+                           "patient axes within " + describe(CtSeriesTolerance::kDirectionCosine) + ")");
+
+  const Vec3 normal = cross(first.row_cosines, first.column_cosines);
+  for (auto& h : slices) h.normal_position_mm = dot(h.position_mm, normal);
+  std::sort(slices.begin(), slices.end(),
+            [](const SliceHeader& a, const SliceHeader& b) { return a.normal_position_mm < b.normal_position_mm; });
+
+  double slice_spacing_mm = 0.0;
+  if (slices.size() == 1) {
+    if (!(first.slice_thickness_mm > 0.0))
+      throw InputError("'" + slices[0].path + "': single-slice CT without a positive " +
+                       tag_label(DCM_SliceThickness) + ": the slice spacing is unknown");
+    slice_spacing_mm = slices[0].slice_thickness_mm;
+  } else {
+    for (std::size_t k = 1; k < slices.size(); ++k)
+      if (slices[k].normal_position_mm - slices[k - 1].normal_position_mm < 1e-3)
+        throw InputError("CT folder '" + folder + "': duplicate slice position " +
+                         describe(slices[k].normal_position_mm) + " mm along the normal in '" +
+                         slices[k - 1].path + "' and '" + slices[k].path + "' (" +
+                         tag_label(DCM_ImagePositionPatient) + ")");
+    slice_spacing_mm = (slices.back().normal_position_mm - slices.front().normal_position_mm) /
+                       static_cast<double>(slices.size() - 1);
+    for (std::size_t k = 1; k < slices.size(); ++k) {
+      const double gap = slices[k].normal_position_mm - slices[k - 1].normal_position_mm;
+      if (std::abs(gap - slice_spacing_mm) > CtSeriesTolerance::kSliceGapMm)
+        throw InputError("CT folder '" + folder + "': non-uniform slice spacing: " + describe(gap) +
+                         " mm between '" + slices[k - 1].path + "' and '" + slices[k].path +
+                         "', mean " + describe(slice_spacing_mm) + " mm (tolerance " +
+                         describe(CtSeriesTolerance::kSliceGapMm) + " mm, " +
+                         tag_label(DCM_ImagePositionPatient) + ")");
+    }
+    // Every slice origin must lie on the line through the first along the
+    // normal; a shear means a tilted gantry even when GantryDetectorTilt is absent.
+    for (const auto& h : slices) {
+      const double s = h.normal_position_mm - slices.front().normal_position_mm;
+      const Vec3 expected{slices.front().position_mm[0] + s * normal[0],
+                          slices.front().position_mm[1] + s * normal[1],
+                          slices.front().position_mm[2] + s * normal[2]};
+      if (!same(h.position_mm, expected, CtSeriesTolerance::kSliceGapMm))
+        throw UnavailableError("'" + h.path + "': " + tag_label(DCM_ImagePositionPatient) + " " +
+                               vec_text(h.position_mm) + " is not on the slice normal through the first slice (" +
+                               vec_text(expected) + " expected): gantry-tilted or sheared CT is not supported");
+    }
+  }
+
+  CtImage ct;
+  Grid3 grid;
+  grid.size = {first.columns, first.rows, static_cast<int>(slices.size())};
+  grid.spacing_mm = {first.column_spacing_mm, first.row_spacing_mm, slice_spacing_mm};
+  grid.origin_mm = slices.front().position_mm;
+  grid.axis = {first.row_cosines, first.column_cosines, normal};
+  // Snap the cosines of an axis-aligned series to exact ±1/0 so that
+  // Grid3::axis_aligned() and grid comparisons are exact.
+  for (auto& axis : grid.axis)
+    for (double& c : axis) c = std::abs(c) < 0.5 ? 0.0 : (c > 0 ? 1.0 : -1.0);
+  grid.validate("CT series in '" + folder + "'");
+  ct.hu = Volume<float>(grid);
+  const std::size_t slice_voxels = static_cast<std::size_t>(first.rows) * first.columns;
+  for (std::size_t k = 0; k < slices.size(); ++k) {
+    auto file = detail::load_file(slices[k].path, /*load_all=*/true);
+    read_pixels(*file, slices[k], ct.hu.data.data() + k * slice_voxels);
+  }
+  ct.patient_position = first.patient_position;
+  ct.study_instance_uid = first.study_uid;
+  ct.series_instance_uid = first.series_uid;
+  ct.frame_of_reference_uid = first.frame_of_reference_uid;
+  ct.patient_id = first.patient_id;
+  ct.patient_name = first.patient_name;
+  return ct;
+}
+
+}  // namespace protondose::dicom

@@ -1,0 +1,269 @@
+#include "dcmtk_util.h"
+
+#include <dcmtk/dcmdata/dcuid.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "protondose/core/error.h"
+
+namespace protondose::dicom::detail {
+
+std::string tag_label(const DcmTagKey& key) {
+  DcmTag tag(key);
+  const char* name = tag.getTagName();
+  std::string label = (name != nullptr && std::string(name) != DcmTag_ERROR_TagName) ? name : "Unknown";
+  return label + " " + key.toString().c_str();
+}
+
+std::string Where::prefix() const {
+  std::string p = "'" + file + "'";
+  if (!context.empty()) p += ", " + context;
+  return p + ": ";
+}
+
+Where Where::with(const std::string& more) const {
+  Where w = *this;
+  w.context = context.empty() ? more : context + ", " + more;
+  return w;
+}
+
+std::unique_ptr<DcmFileFormat> load_file(const std::string& path, bool load_all) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw IoError("cannot open '" + path + "': no such file");
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError("'" + path + "' is a folder; expected a DICOM file");
+  {
+    std::ifstream probe(path, std::ios::binary);
+    if (!probe) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
+  }
+  auto file = std::make_unique<DcmFileFormat>();
+  OFCondition status = file->loadFile(path.c_str());
+  if (status.bad()) {
+    throw InputError("'" + path + "' is not a readable DICOM file (DCMTK: " +
+                     std::string(status.text()) + ")");
+  }
+  if (load_all) {
+    // Elements larger than DCMTK's read threshold (pixel data) are loaded
+    // lazily; load them now so a truncated file fails here, not mid-use.
+    status = file->loadAllDataIntoMemory();
+    if (status.bad())
+      throw InputError("'" + path + "' is truncated or malformed (DCMTK: " +
+                       std::string(status.text()) + ")");
+  }
+  return file;
+}
+
+std::string sop_class_of(DcmFileFormat& file) {
+  OFString value;
+  if (file.getDataset()->findAndGetOFString(DCM_SOPClassUID, value).good() && !value.empty())
+    return value.c_str();
+  if (file.getMetaInfo()->findAndGetOFString(DCM_MediaStorageSOPClassUID, value).good())
+    return value.c_str();
+  return "";
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+[[noreturn]] void throw_bad(const Where& where, const DcmTagKey& key, const std::string& why) {
+  throw InputError(where.prefix() + tag_label(key) + ": " + why);
+}
+
+}  // namespace
+
+std::optional<std::string> find_string(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  DcmElement* element = nullptr;
+  if (item.findAndGetElement(key, element, OFFalse).bad() || element == nullptr) return std::nullopt;
+  if (element->getLength() == 0) return std::nullopt;
+  OFString value;
+  const OFCondition status = element->getOFStringArray(value);
+  if (status.bad()) throw_bad(where, key, std::string("cannot read value (DCMTK: ") + status.text() + ")");
+  std::string text = trim(value.c_str());
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
+std::string require_string(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  auto value = find_string(item, key, where);
+  if (!value) throw_bad(where, key, "required element is missing or empty");
+  return *value;
+}
+
+std::vector<double> find_numbers(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  DcmElement* element = nullptr;
+  std::vector<double> values;
+  if (item.findAndGetElement(key, element, OFFalse).bad() || element == nullptr) return values;
+  if (element->getLength() == 0) return values;
+  const unsigned long count = element->getVM();
+  values.reserve(count);
+  const DcmEVR vr = element->ident();
+  for (unsigned long i = 0; i < count; ++i) {
+    double v = 0.0;
+    OFCondition status;
+    switch (vr) {
+      case EVR_FL: case EVR_OF: {
+        Float32 f = 0.0F;
+        status = element->getFloat32(f, i);
+        v = f;
+        break;
+      }
+      case EVR_FD: case EVR_OD: case EVR_DS: {
+        Float64 f = 0.0;
+        status = element->getFloat64(f, i);
+        v = f;
+        break;
+      }
+      case EVR_IS: case EVR_SL: {
+        Sint32 n = 0;
+        status = element->getSint32(n, i);
+        v = n;
+        break;
+      }
+      case EVR_US: {
+        Uint16 n = 0;
+        status = element->getUint16(n, i);
+        v = n;
+        break;
+      }
+      case EVR_SS: {
+        Sint16 n = 0;
+        status = element->getSint16(n, i);
+        v = n;
+        break;
+      }
+      case EVR_UL: {
+        Uint32 n = 0;
+        status = element->getUint32(n, i);
+        v = n;
+        break;
+      }
+      default:
+        throw_bad(where, key, std::string("has VR ") + DcmVR(vr).getVRName() + ", expected a number");
+    }
+    if (status.bad())
+      throw_bad(where, key, "value " + std::to_string(i + 1) + " of " + std::to_string(count) +
+                                " is not a valid number (DCMTK: " + status.text() + ")");
+    if (!std::isfinite(v))
+      throw_bad(where, key, "value " + std::to_string(i + 1) + " is not finite");
+    values.push_back(v);
+  }
+  return values;
+}
+
+std::optional<double> find_number(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  const auto values = find_numbers(item, key, where);
+  if (values.empty()) return std::nullopt;
+  if (values.size() != 1)
+    throw_bad(where, key, "expected 1 value, found " + std::to_string(values.size()));
+  return values.front();
+}
+
+double require_number(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  const auto value = find_number(item, key, where);
+  if (!value) throw_bad(where, key, "required element is missing or empty");
+  return *value;
+}
+
+std::vector<double> require_numbers(DcmItem& item, const DcmTagKey& key, std::size_t count,
+                                    const Where& where) {
+  auto values = find_numbers(item, key, where);
+  if (values.empty()) throw_bad(where, key, "required element is missing or empty");
+  if (values.size() != count)
+    throw_bad(where, key, "expected " + std::to_string(count) + " values, found " +
+                              std::to_string(values.size()));
+  return values;
+}
+
+std::optional<long> find_integer(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  const auto value = find_number(item, key, where);
+  if (!value) return std::nullopt;
+  if (std::floor(*value) != *value || std::abs(*value) > 2147483647.0) {
+    std::ostringstream m;
+    m << "value " << *value << " is not an integer";
+    throw_bad(where, key, m.str());
+  }
+  return static_cast<long>(*value);
+}
+
+long require_integer(DcmItem& item, const DcmTagKey& key, const Where& where) {
+  const auto value = find_integer(item, key, where);
+  if (!value) throw_bad(where, key, "required element is missing or empty");
+  return *value;
+}
+
+std::vector<DcmItem*> sequence_items(DcmItem& item, const DcmTagKey& key) {
+  std::vector<DcmItem*> items;
+  DcmSequenceOfItems* sequence = nullptr;
+  if (item.findAndGetSequence(key, sequence, OFFalse).bad() || sequence == nullptr) return items;
+  const unsigned long n = sequence->card();
+  for (unsigned long i = 0; i < n; ++i) {
+    DcmItem* child = sequence->getItem(i);
+    if (child != nullptr) items.push_back(child);
+  }
+  return items;
+}
+
+std::string format_ds(double value) {
+  if (!std::isfinite(value)) throw InternalError("format_ds: non-finite value");
+  if (value == 0.0) return "0";
+  char buffer[64];
+  for (int precision = 15; precision >= 1; --precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strlen(buffer) <= 16) return buffer;
+  }
+  throw InternalError("format_ds: cannot fit value in 16 characters");
+}
+
+std::string format_ds(const std::vector<double>& values) {
+  std::string text;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) text += '\\';
+    text += format_ds(values[i]);
+  }
+  return text;
+}
+
+void check_put(const OFCondition& status, const std::string& what) {
+  if (status.bad()) throw InternalError("DCMTK failed to " + what + ": " + status.text());
+}
+
+std::string new_uid(const char* root) {
+  char buffer[100];
+  if (dcmGenerateUniqueIdentifier(buffer, root) == nullptr)
+    throw InternalError("dcmGenerateUniqueIdentifier failed");
+  return buffer;
+}
+
+std::string today_da() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[16];
+  std::strftime(buffer, sizeof buffer, "%Y%m%d", &tm);
+  return buffer;
+}
+
+std::string now_tm() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buffer[16];
+  std::strftime(buffer, sizeof buffer, "%H%M%S", &tm);
+  return buffer;
+}
+
+}  // namespace protondose::dicom::detail

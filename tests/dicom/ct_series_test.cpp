@@ -1,0 +1,72 @@
+// CT series reader on the shared reference CTs (geometry from
+// reference/README.md and case.json: 110 × 135 × 110 voxels of 2 mm, first
+// voxel centre (−109, −119, −109), HU −1000 air, 0 water, 1300 bone, −720 lung).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "dicom_test_util.h"
+#include "protondose/core/error.h"
+#include "protondose/dicom/ct_series.h"
+
+namespace protondose::dicom {
+namespace {
+
+using test::shared;
+
+TEST(CtSeriesReader, ReadsSlabReferenceGeometryAndHounsfieldUnits) {
+  const CtImage ct = read_ct_series(shared("reference/slab_dcpt/ct"));
+  const Grid3& g = ct.hu.grid;
+  EXPECT_EQ(g.size, (std::array<int, 3>{110, 135, 110}));
+  EXPECT_EQ(g.spacing_mm, (Vec3{2, 2, 2}));
+  EXPECT_EQ(g.origin_mm, (Vec3{-109, -119, -109}));
+  EXPECT_TRUE(g.axis_aligned());
+  EXPECT_EQ(ct.patient_position, "HFS");
+  EXPECT_EQ(ct.frame_of_reference_uid, "2.25.191645871060748269088958807794064710561");
+  EXPECT_EQ(ct.series_instance_uid, "2.25.116095214205754986468433181173082821643");
+  EXPECT_EQ(ct.study_instance_uid, "2.25.17559765141607678604801212031845712417");
+  EXPECT_EQ(ct.patient_id, "PBDOSE-slab_dcpt");
+  ASSERT_EQ(ct.hu.data.size(), g.voxel_count());
+  // Voxel centres: x = −109 + 2i, y = −119 + 2j, z = −109 + 2k.
+  auto hu_at = [&](double x, double y, double z) {
+    const Vec3 ijk = g.continuous_index({x, y, z});
+    return ct.hu.at(static_cast<int>(ijk[0] + 0.5), static_cast<int>(ijk[1] + 0.5),
+                    static_cast<int>(ijk[2] + 0.5));
+  };
+  EXPECT_FLOAT_EQ(hu_at(-109, -119, -109), -1000.0F);  // air corner
+  EXPECT_FLOAT_EQ(hu_at(1, 1, 1), 0.0F);               // water at the isocentre
+  EXPECT_FLOAT_EQ(hu_at(-51, -71, 51), 1300.0F);       // bone slab, x < 0
+  EXPECT_FLOAT_EQ(hu_at(51, -71, -51), -720.0F);       // lung slab, x ≥ 0
+  EXPECT_FLOAT_EQ(hu_at(51, -101, -51), -1000.0F);     // air in front of the box (y < −100)
+  const auto [lo, hi] = std::minmax_element(ct.hu.data.begin(), ct.hu.data.end());
+  EXPECT_FLOAT_EQ(*lo, -1000.0F);
+  EXPECT_FLOAT_EQ(*hi, 1300.0F);
+}
+
+TEST(CtSeriesReader, SkipsNonCtFilesInTheFolder) {
+  // The water case's ct/ folder holds only CT; a folder that also holds the
+  // plan and dose must give the same image.
+  const std::string dir = test::scratch_dir();
+  for (const auto& entry : std::filesystem::directory_iterator(shared("reference/water_dcpt/ct")))
+    std::filesystem::copy_file(entry.path(), dir + "/" + entry.path().filename().string());
+  std::filesystem::copy_file(shared("reference/water_dcpt/plan.dcm"), dir + "/plan.dcm");
+  std::filesystem::copy_file(shared("reference/water_dcpt/rtstruct.dcm"), dir + "/rtstruct.dcm");
+  std::filesystem::copy_file(shared("reference/water_dcpt/case.json"), dir + "/case.json");
+  const CtImage with_extras = read_ct_series(dir);
+  const CtImage plain = read_ct_series(shared("reference/water_dcpt/ct"));
+  EXPECT_EQ(with_extras.hu.grid, plain.hu.grid);
+  EXPECT_EQ(with_extras.hu.data, plain.hu.data);
+}
+
+TEST(CtSeriesReader, RejectsAFolderWithoutCt) {
+  const std::string dir = test::scratch_dir();
+  std::filesystem::copy_file(shared("reference/water_dcpt/plan.dcm"), dir + "/plan.dcm");
+  EXPECT_THROW_WITH(read_ct_series(dir), InputError, "no CT Image Storage files", dir.c_str());
+}
+
+TEST(CtSeriesReader, RejectsAMissingFolder) {
+  EXPECT_THROW_WITH(read_ct_series("/nonexistent/ct"), IoError, "/nonexistent/ct");
+}
+
+}  // namespace
+}  // namespace protondose::dicom
