@@ -1,0 +1,187 @@
+// The GPU methods against the CPU oracle (and the scatter against the exact
+// gather): the oracle ladder on named edge cases and random stacks with fixed,
+// printed seeds. Skips, with a message, when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "protondose/core/error.h"
+#include "protondose/gpu/device_superposition.h"
+#include "protondose/gpu/superposition.h"
+#include "stack_fixtures.h"
+
+namespace protondose {
+namespace {
+
+using testing::Stack;
+
+// GPU vs CPU: float against double, tolerance of the issue: 1e-5 of max(O).
+constexpr double kTolerance = 1e-5;
+
+class GpuSuperposition : public ::testing::TestWithParam<SuperpositionMethod> {
+ protected:
+  void SetUp() override {
+    if (gpu_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  }
+
+  std::vector<float> run(const Stack& st, SuperpositionOptions options = {}) {
+    std::vector<float> out(st.shape.pixel_count(), -1.0f);
+    make_superposer(GetParam(), options)->superpose(st.input(), out.data());
+    return out;
+  }
+
+  void expect_matches_oracle(const Stack& st, SuperpositionOptions options = {}) {
+    SCOPED_TRACE(st.name + " via " + method_name(GetParam()));
+    const std::vector<double> reference = superpose_cpu_reference(st.input(), options);
+    const std::vector<float> gpu = run(st, options);
+    const testing::Difference d = testing::compare(gpu, reference);
+    ASSERT_GT(d.reference_max, 0.0) << "vacuous case: the reference is all zero";
+    EXPECT_LE(d.relative(), kTolerance)
+        << "max |gpu - cpu| = " << d.max_abs << " at index " << d.worst_index
+        << ", max(cpu) = " << d.reference_max;
+  }
+};
+
+TEST_P(GpuSuperposition, SizesThatAreNotMultiplesOfTheTile) {
+  expect_matches_oracle(testing::random_stack("37 x 45", 101u, 1, 37, 45, 5, true));
+  expect_matches_oracle(testing::random_stack("1 x 1", 102u, 1, 1, 1, 2, false));
+  expect_matches_oracle(testing::random_stack("3 x 100", 103u, 2, 3, 100, 7, true));
+}
+
+TEST_P(GpuSuperposition, SigmaBelowAPixel) {
+  expect_matches_oracle(testing::random_stack("sigma < 1/3 px", 104u, 2, 40, 50, 1, true));
+}
+
+TEST_P(GpuSuperposition, EveryTileRadiusFromOneToTheTopOfTheRange) {
+  for (int r_max = 1; r_max <= kMaxTileRadiusPx; ++r_max)
+    expect_matches_oracle(testing::random_stack("r_max " + std::to_string(r_max),
+                                                1000u + r_max, 1, 48, 40, r_max, true));
+}
+
+TEST_P(GpuSuperposition, RadiusBeyondTheLargestTemplateUsesTheGeneralPath) {
+  // r up to 60 px: tiles above kMaxTileRadiusPx go to the global-atomics path.
+  expect_matches_oracle(testing::random_stack("r_max 60", 105u, 1, 90, 100, 60, false));
+}
+
+TEST_P(GpuSuperposition, AnisotropicSigma) {
+  Stack st = testing::random_stack("sigma_x = 3 sigma_y", 106u, 2, 64, 64, 12, false);
+  for (std::size_t i = 0; i < st.sigma_y.size(); ++i) st.sigma_y[i] = st.sigma_x[i] / 3.0f;
+  expect_matches_oracle(st);
+}
+
+TEST_P(GpuSuperposition, OneHotPixelAtTheBorderAndAllZeroTiles) {
+  Stack st("hot pixels on the borders, zero elsewhere", 3, 70, 90);
+  std::fill(st.sigma_x.begin(), st.sigma_x.end(), 2.5f);
+  std::fill(st.sigma_y.begin(), st.sigma_y.end(), 1.5f);
+  st.image[st.index(0, 0, 0)] = 1.0f;
+  st.image[st.index(1, 69, 89)] = 3.0f;
+  st.image[st.index(2, 35, 0)] = 2.0f;
+  expect_matches_oracle(st);
+}
+
+TEST_P(GpuSuperposition, ZeroSigmaIsIdentity) {
+  Stack st = testing::random_stack("identity", 107u, 2, 33, 35, 1, false);
+  std::fill(st.sigma_x.begin(), st.sigma_x.end(), 0.0f);
+  std::fill(st.sigma_y.begin(), st.sigma_y.end(), 0.0f);
+  const std::vector<float> out = run(st);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], st.image[i]) << i;
+}
+
+TEST_P(GpuSuperposition, BatchOfSlicesWithSigmaGrowingWithDepth) {
+  // The dose engine's shape: σ grows from 0.5 to 6 px with depth.
+  Stack st = testing::random_stack("depth stack", 108u, 12, 48, 48, 1, false);
+  for (int s = 0; s < 12; ++s)
+    for (std::size_t i = 0; i < 48 * 48; ++i) {
+      const float sigma = 0.5f + 5.5f * s / 11.0f;
+      st.sigma_x[s * 48 * 48 + i] = sigma;
+      st.sigma_y[s * 48 * 48 + i] = 0.8f * sigma;
+    }
+  expect_matches_oracle(st);
+}
+
+TEST_P(GpuSuperposition, DeterministicModeIsBitwiseReproducible) {
+  const Stack st = testing::random_stack("determinism", 109u, 4, 96, 96, 10, true);
+  SuperpositionOptions options;
+  options.deterministic = true;
+  const std::vector<float> first = run(st, options);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const std::vector<float> again = run(st, options);
+    ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)))
+        << "run " << repeat + 2 << " differs";
+  }
+  expect_matches_oracle(st, options);
+}
+
+TEST_P(GpuSuperposition, RejectsInvalidInputOnTheHostBeforeLaunching) {
+  Stack st("nan sigma", 1, 8, 8);
+  st.sigma_x[9] = std::nanf("");
+  std::vector<float> out(64);
+  EXPECT_THROW(make_superposer(GetParam())->superpose(st.input(), out.data()), InputError);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllGpuMethods, GpuSuperposition,
+                         ::testing::Values(SuperpositionMethod::kGpuGatherExact,
+                                           SuperpositionMethod::kGpuScatterAtomic,
+                                           SuperpositionMethod::kGpuScatterTiled),
+                         [](const ::testing::TestParamInfo<SuperpositionMethod>& param_info) {
+                           std::string name = method_name(param_info.param);
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+class DeviceSuperposerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  }
+};
+
+TEST_F(DeviceSuperposerTest, DetectsInvalidPixelsOnTheDeviceAndNamesThem) {
+  Stack st("device-side validation", 2, 20, 20);
+  st.image[st.index(1, 4, 7)] = 1.0f;
+  st.sigma_y[st.index(1, 4, 7)] = -2.0f;
+  const std::size_t n = st.shape.pixel_count();
+  float* d = DeviceSuperposer::allocate_device_floats(4 * n);
+  DeviceSuperposer::copy_to_device(d, st.image.data(), n);
+  DeviceSuperposer::copy_to_device(d + n, st.sigma_x.data(), n);
+  DeviceSuperposer::copy_to_device(d + 2 * n, st.sigma_y.data(), n);
+  DeviceSuperposer device(SuperpositionMethod::kGpuScatterTiled);
+  try {
+    device.superpose_device({st.shape, {d, n}, {d + n, n}, {d + 2 * n, n}}, d + 3 * n);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("slice 1, row 4, col 7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sigma_y -2 px"), std::string::npos) << e.what();
+  }
+  DeviceSuperposer::free_device(d);
+}
+
+TEST_F(DeviceSuperposerTest, ScatterAgreesWithGatherOnALargeBatch) {
+  // The second rung of the ladder: the GPU gather is the scatter's oracle on
+  // stacks too large for a quick CPU run.
+  const Stack st = testing::random_stack("64 x 128 x 128", 110u, 64, 128, 128, 12, true);
+  std::vector<float> gather(st.shape.pixel_count()), scatter(st.shape.pixel_count());
+  make_superposer(SuperpositionMethod::kGpuGatherExact)->superpose(st.input(), gather.data());
+  make_superposer(SuperpositionMethod::kGpuScatterTiled)->superpose(st.input(), scatter.data());
+  const testing::Difference d = testing::compare(scatter, gather);
+  ASSERT_GT(d.reference_max, 0.0);
+  EXPECT_LE(d.relative(), kTolerance) << "max |scatter - gather| = " << d.max_abs;
+}
+
+TEST(GpuAvailability, CpuOnlyBuildsReportNoDeviceAndRefuseGpuMethods) {
+  if (built_with_cuda()) GTEST_SKIP() << "built with CUDA: the CPU-only behaviour is not testable here";
+  EXPECT_EQ(gpu_device_count(), 0);
+  try {
+    make_superposer(SuperpositionMethod::kGpuScatterTiled);
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace protondose
