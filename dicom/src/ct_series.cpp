@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -184,6 +185,10 @@ bool looks_like_dicom(const std::string& path) {
   return got >= 8 && head[0] == 0x08 && head[1] == 0x00;
 }
 
+void check_put_u16(DcmItem& item, const DcmTagKey& key, Uint16 value) {
+  detail::check_put(item.putAndInsertUint16(key, value), "set " + tag_label(key));
+}
+
 std::string vec_text(const Vec3& v) {
   return describe(v[0]) + "\\" + describe(v[1]) + "\\" + describe(v[2]);
 }
@@ -338,6 +343,124 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
   ct.patient_id = first.patient_id;
   ct.patient_name = first.patient_name;
   return ct;
+}
+
+namespace {
+
+void put(DcmItem& item, const DcmTagKey& key, const std::string& value) {
+  detail::check_put(item.putAndInsertString(key, value.c_str()), "set " + tag_label(key));
+}
+
+}  // namespace
+
+void write_ct_series(const CtImage& ct, const std::string& folder, const CtWriteOptions& options) {
+  const Grid3& g = ct.hu.grid;
+  const std::string what = "CT series for '" + folder + "'";
+  g.validate(what);
+  if (ct.hu.data.size() != g.voxel_count())
+    throw InputError(what + ": " + std::to_string(ct.hu.data.size()) + " HU values for " +
+                     std::to_string(g.voxel_count()) + " voxels");
+  if (g.size[0] > 65535 || g.size[1] > 65535)
+    throw InputError(what + ": slice size " + std::to_string(g.size[0]) + " × " + std::to_string(g.size[1]) +
+                     " exceeds 65535 (Rows/Columns are US)");
+  // Stored value = HU − intercept, in the pixel type's range.
+  const double intercept = options.unsigned_pixels ? -1024.0 : 0.0;
+  const double lowest = options.unsigned_pixels ? 0.0 : -32768.0;
+  const double highest = options.unsigned_pixels ? 65535.0 : 32767.0;
+  std::vector<double> stored(ct.hu.data.size());
+  for (std::size_t p = 0; p < ct.hu.data.size(); ++p) {
+    const double hu = ct.hu.data[p];
+    const double value = std::floor(hu + 0.5) - intercept;
+    if (!std::isfinite(hu) || value < lowest || value > highest) {
+      const int i = static_cast<int>(p % g.size[0]);
+      const int j = static_cast<int>((p / g.size[0]) % g.size[1]);
+      const int k = static_cast<int>(p / (static_cast<std::size_t>(g.size[0]) * g.size[1]));
+      throw InputError(what + ": HU " + describe(hu) + " at voxel (" + std::to_string(i) + ", " +
+                       std::to_string(j) + ", " + std::to_string(k) + ") is outside the " +
+                       (options.unsigned_pixels ? "uint16" : "int16") + " pixel range (HU " +
+                       describe(lowest + intercept) + " … " + describe(highest + intercept) + ")");
+    }
+    stored[p] = value;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw IoError("cannot create CT folder '" + folder + "': " + ec.message());
+
+  const std::string study_uid = ct.study_instance_uid.empty() ? detail::new_uid(SITE_STUDY_UID_ROOT) : ct.study_instance_uid;
+  const std::string series_uid = ct.series_instance_uid.empty() ? detail::new_uid(SITE_SERIES_UID_ROOT) : ct.series_instance_uid;
+  const std::string frame_uid = ct.frame_of_reference_uid.empty() ? detail::new_uid() : ct.frame_of_reference_uid;
+  const std::string date = detail::today_da();
+  const std::string time = detail::now_tm();
+  const std::size_t slice_voxels = static_cast<std::size_t>(g.size[0]) * g.size[1];
+  std::vector<Uint16> words(slice_voxels);
+  for (int k = 0; k < g.size[2]; ++k) {
+    DcmFileFormat file;
+    DcmDataset& ds = *file.getDataset();
+    const Vec3 position = g.position_mm(0, 0, k);
+    put(ds, DCM_SpecificCharacterSet, "ISO_IR 100");
+    put(ds, DCM_ImageType, "DERIVED\\SECONDARY\\AXIAL");
+    put(ds, DCM_InstanceCreationDate, date);
+    put(ds, DCM_InstanceCreationTime, time);
+    put(ds, DCM_SOPClassUID, UID_CTImageStorage);
+    put(ds, DCM_SOPInstanceUID, detail::new_uid());
+    put(ds, DCM_StudyDate, "");
+    put(ds, DCM_StudyTime, "");
+    put(ds, DCM_ContentDate, date);
+    put(ds, DCM_ContentTime, time);
+    put(ds, DCM_AccessionNumber, "");
+    put(ds, DCM_Modality, "CT");
+    put(ds, DCM_Manufacturer, options.manufacturer);
+    put(ds, DCM_ReferringPhysicianName, "");
+    put(ds, DCM_SeriesDescription, options.series_description);
+    put(ds, DCM_Laterality, "");
+    put(ds, DCM_OperatorsName, "");
+    put(ds, DCM_PatientName, ct.patient_name);
+    put(ds, DCM_PatientID, ct.patient_id);
+    put(ds, DCM_PatientBirthDate, "");
+    put(ds, DCM_PatientSex, "");
+    put(ds, DCM_KVP, "");
+    put(ds, DCM_SliceThickness, detail::format_ds(g.spacing_mm[2]));
+    put(ds, DCM_PatientPosition, ct.patient_position);
+    put(ds, DCM_StudyInstanceUID, study_uid);
+    put(ds, DCM_SeriesInstanceUID, series_uid);
+    put(ds, DCM_StudyID, "");
+    put(ds, DCM_SeriesNumber, std::to_string(options.series_number));
+    put(ds, DCM_AcquisitionNumber, "1");
+    put(ds, DCM_InstanceNumber, std::to_string(k + 1));
+    put(ds, DCM_PatientOrientation, "");
+    put(ds, DCM_ImagePositionPatient, detail::format_ds(std::vector<double>(position.begin(), position.end())));
+    put(ds, DCM_ImageOrientationPatient,
+        detail::format_ds({g.axis[0][0], g.axis[0][1], g.axis[0][2], g.axis[1][0], g.axis[1][1], g.axis[1][2]}));
+    put(ds, DCM_FrameOfReferenceUID, frame_uid);
+    put(ds, DCM_PositionReferenceIndicator, "");
+    check_put_u16(ds, DCM_SamplesPerPixel, 1);
+    put(ds, DCM_PhotometricInterpretation, "MONOCHROME2");
+    check_put_u16(ds, DCM_Rows, static_cast<Uint16>(g.size[1]));
+    check_put_u16(ds, DCM_Columns, static_cast<Uint16>(g.size[0]));
+    put(ds, DCM_PixelSpacing, detail::format_ds(std::vector<double>{g.spacing_mm[1], g.spacing_mm[0]}));
+    check_put_u16(ds, DCM_BitsAllocated, 16);
+    check_put_u16(ds, DCM_BitsStored, 16);
+    check_put_u16(ds, DCM_HighBit, 15);
+    check_put_u16(ds, DCM_PixelRepresentation, options.unsigned_pixels ? 0 : 1);
+    put(ds, DCM_RescaleIntercept, detail::format_ds(intercept));
+    put(ds, DCM_RescaleSlope, "1");
+    put(ds, DCM_RescaleType, "HU");
+    for (std::size_t p = 0; p < slice_voxels; ++p) {
+      const double v = stored[k * slice_voxels + p];
+      // int16 two's complement bit pattern, or uint16 as is.
+      words[p] = options.unsigned_pixels ? static_cast<Uint16>(v)
+                                         : static_cast<Uint16>(static_cast<Sint16>(v));
+    }
+    detail::check_put(ds.putAndInsertUint16Array(DCM_PixelData, words.data(), static_cast<unsigned long>(slice_voxels)),
+                      "set PixelData");
+    char name[32];
+    std::snprintf(name, sizeof name, "CT.%04d.dcm", k + 1);
+    const std::string path = (std::filesystem::path(folder) / name).string();
+    write_file_atomically(path, [&](const std::string& tmp) {
+      const OFCondition status = file.saveFile(tmp.c_str(), EXS_LittleEndianExplicit);
+      if (status.bad()) throw IoError("cannot write CT slice '" + path + "': " + status.text());
+    });
+  }
 }
 
 }  // namespace protondose::dicom

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 #include "dicom_test_util.h"
 #include "protondose/core/error.h"
@@ -66,6 +68,99 @@ TEST(CtSeriesReader, RejectsAFolderWithoutCt) {
 
 TEST(CtSeriesReader, RejectsAMissingFolder) {
   EXPECT_THROW_WITH(read_ct_series("/nonexistent/ct"), IoError, "/nonexistent/ct");
+}
+
+}  // namespace
+}  // namespace protondose::dicom
+
+namespace protondose::dicom {
+namespace {
+
+CtImage synthetic_ct(const std::array<Vec3, 3>& axes) {
+  CtImage ct;
+  Grid3 g;
+  g.size = {7, 5, 4};
+  g.spacing_mm = {1.5, 2.0, 2.5};
+  g.origin_mm = {-10.25, 20.5, 3.0};
+  g.axis = axes;
+  ct.hu = Volume<float>(g);
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 5; ++j)
+      for (int i = 0; i < 7; ++i) ct.hu.at(i, j, k) = static_cast<float>(-1000 + 100 * i + 37 * j + 511 * k);
+  ct.hu.at(0, 0, 0) = -1024.0F;
+  ct.patient_position = "FFS";
+  ct.patient_id = "PD-TEST";
+  ct.patient_name = "PHANTOM^ROUNDTRIP";
+  return ct;
+}
+
+TEST(CtSeriesWriter, RoundTripsSignedAndUnsignedPixelsThroughTheReader) {
+  for (bool unsigned_pixels : {false, true}) {
+    SCOPED_TRACE(unsigned_pixels ? "uint16" : "int16");
+    const CtImage ct = synthetic_ct({{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}});
+    const std::string dir = test::scratch_dir() + (unsigned_pixels ? "/u" : "/s");
+    CtWriteOptions options;
+    options.unsigned_pixels = unsigned_pixels;
+    write_ct_series(ct, dir, options);
+    const CtImage read = read_ct_series(dir);
+    EXPECT_EQ(read.hu.grid, ct.hu.grid);
+    EXPECT_EQ(read.hu.data, ct.hu.data);
+    EXPECT_EQ(read.patient_position, "FFS");
+    EXPECT_EQ(read.patient_id, "PD-TEST");
+    EXPECT_EQ(read.patient_name, "PHANTOM^ROUNDTRIP");
+    EXPECT_FALSE(read.series_instance_uid.empty());
+    EXPECT_FALSE(read.frame_of_reference_uid.empty());
+  }
+}
+
+TEST(CtSeriesWriter, RoundTripsAFlippedPronePatientOrientation) {
+  // HFP: rows run to patient right (−x), columns anterior (−y); normal = +z.
+  const CtImage ct = synthetic_ct({{{-1, 0, 0}, {0, -1, 0}, {0, 0, 1}}});
+  const std::string dir = test::scratch_dir();
+  write_ct_series(ct, dir);
+  const CtImage read = read_ct_series(dir);
+  EXPECT_EQ(read.hu.grid, ct.hu.grid);
+  EXPECT_EQ(read.hu.data, ct.hu.data);
+}
+
+TEST(CtSeriesWriter, RoundTripsTheReferenceCtBitForBit) {
+  const CtImage ct = read_ct_series(test::shared("reference/slab_dcpt/ct"));
+  const std::string dir = test::scratch_dir();
+  CtWriteOptions options;
+  options.unsigned_pixels = true;
+  write_ct_series(ct, dir, options);
+  const CtImage read = read_ct_series(dir);
+  EXPECT_EQ(read.hu.grid, ct.hu.grid);
+  EXPECT_EQ(read.hu.data, ct.hu.data);
+  EXPECT_EQ(read.series_instance_uid, ct.series_instance_uid);
+  EXPECT_EQ(read.frame_of_reference_uid, ct.frame_of_reference_uid);
+}
+
+TEST(CtSeriesWriter, SlicesPassDciodvfyWithoutErrors) {
+  if (std::system("command -v dciodvfy > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "dciodvfy not installed (apt-get install dicom3tools)";
+  const std::string dir = test::scratch_dir();
+  write_ct_series(synthetic_ct({{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}}), dir);
+  const std::string log = dir + "/dciodvfy.log";
+  std::system(("dciodvfy " + dir + "/CT.0002.dcm > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::string line, errors;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    if (line.rfind("Error", 0) == 0) errors += line + "\n";
+  }
+  EXPECT_GT(lines, 0);
+  EXPECT_TRUE(errors.empty()) << errors;
+}
+
+TEST(CtSeriesWriter, RejectsHounsfieldUnitsOutsideThePixelRange) {
+  CtImage ct = synthetic_ct({{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}});
+  ct.hu.at(2, 3, 1) = -2000.0F;
+  CtWriteOptions options;
+  options.unsigned_pixels = true;
+  EXPECT_THROW_WITH(write_ct_series(ct, test::scratch_dir(), options), InputError, "HU -2000",
+                    "voxel (2, 3, 1)", "uint16");
 }
 
 }  // namespace

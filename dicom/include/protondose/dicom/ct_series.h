@@ -55,12 +55,15 @@ struct CtWriteOptions {
 };
 
 /// Writes `ct` as a CT Image Storage series, one file per slice
-/// (CT.<SeriesInstanceUID-suffix>.<slice number>.dcm, 1-based, zero-padded) in
-/// `folder` (created if missing). HU are rounded to the nearest integer
+/// (CT.0001.dcm, CT.0002.dcm, ... in slice order k) in `folder` (created if
+/// missing; use an empty folder — files of those names are replaced, other
+/// files are left alone). HU are rounded to the nearest integer
 /// (RescaleSlope 1). Empty UIDs in `ct` (study, series, frame of reference)
 /// are generated fresh; patient name/ID are copied. Each file is written
-/// atomically. The grid may be any orthonormal right-handed or left-handed
-/// set of axes; ImagePositionPatient of slice k = grid.position_mm(0,0,k).
+/// atomically. ImagePositionPatient of slice k = grid.position_mm(0,0,k),
+/// ImageOrientationPatient = axis[0], axis[1]. read_ct_series returns the
+/// same grid when axis[2] = axis[0] × axis[1] (right-handed); for a
+/// left-handed grid it returns the same voxels in reverse slice order.
 /// Throws InputError for an invalid grid or HU outside the pixel range of the
 /// chosen representation (naming the voxel and value), IoError on write failure.
 void write_ct_series(const CtImage& ct, const std::string& folder,
