@@ -210,12 +210,9 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
   std::map<std::string, std::vector<SliceHeader>> series;
   for (const auto& path : paths) {
     if (!looks_like_dicom(path)) continue;
-    std::unique_ptr<DcmFileFormat> file;
-    try {
-      file = detail::load_file(path, /*load_all=*/false);
-    } catch (const InputError&) {
-      continue;
-    }
+    // A file that starts like DICOM but does not parse (truncated, corrupt)
+    // is an error, not skipped: it may be a slice of the series.
+    auto file = detail::load_file(path, /*load_all=*/false);
     if (detail::sop_class_of(*file) != UID_CTImageStorage) continue;
     SliceHeader h = read_header(*file, path);
     series[h.series_uid].push_back(std::move(h));
@@ -294,17 +291,25 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
                          describe(slices[k].normal_position_mm) + " mm along the normal in '" +
                          slices[k - 1].path + "' and '" + slices[k].path + "' (" +
                          tag_label(DCM_ImagePositionPatient) + ")");
-    slice_spacing_mm = (slices.back().normal_position_mm - slices.front().normal_position_mm) /
-                       static_cast<double>(slices.size() - 1);
+    // The median gap is the nominal spacing, so the message names the odd
+    // gap (a missing slice) rather than the regular ones around it.
+    std::vector<double> gaps;
+    for (std::size_t k = 1; k < slices.size(); ++k)
+      gaps.push_back(slices[k].normal_position_mm - slices[k - 1].normal_position_mm);
+    std::vector<double> sorted_gaps = gaps;
+    std::nth_element(sorted_gaps.begin(), sorted_gaps.begin() + sorted_gaps.size() / 2, sorted_gaps.end());
+    const double median_gap = sorted_gaps[sorted_gaps.size() / 2];
     for (std::size_t k = 1; k < slices.size(); ++k) {
-      const double gap = slices[k].normal_position_mm - slices[k - 1].normal_position_mm;
-      if (std::abs(gap - slice_spacing_mm) > CtSeriesTolerance::kSliceGapMm)
+      const double gap = gaps[k - 1];
+      if (std::abs(gap - median_gap) > CtSeriesTolerance::kSliceGapMm)
         throw InputError("CT folder '" + folder + "': non-uniform slice spacing: " + describe(gap) +
                          " mm between '" + slices[k - 1].path + "' and '" + slices[k].path +
-                         "', mean " + describe(slice_spacing_mm) + " mm (tolerance " +
+                         "', typical " + describe(median_gap) + " mm (tolerance " +
                          describe(CtSeriesTolerance::kSliceGapMm) + " mm, " +
                          tag_label(DCM_ImagePositionPatient) + ")");
     }
+    slice_spacing_mm = (slices.back().normal_position_mm - slices.front().normal_position_mm) /
+                       static_cast<double>(slices.size() - 1);
     // Every slice origin must lie on the line through the first along the
     // normal; a shear means a tilted gantry even when GantryDetectorTilt is absent.
     for (const auto& h : slices) {

@@ -121,13 +121,30 @@ std::vector<double> find_numbers(DcmItem& item, const DcmTagKey& key, const Wher
         v = f;
         break;
       }
-      case EVR_FD: case EVR_OD: case EVR_DS: {
+      case EVR_DS: case EVR_IS: {
+        // Parse the text ourselves: DCMTK's conversion accepts a valid
+        // prefix ("12O.5" → 12), which would hide a corrupted value.
+        OFString text;
+        status = element->getOFString(text, i);
+        if (status.good()) {
+          const std::string t = trim(text.c_str());
+          char* end = nullptr;
+          v = std::strtod(t.c_str(), &end);
+          if (t.empty() || end != t.c_str() + t.size())
+            throw_bad(where, key, "value " + std::to_string(i + 1) + " of " + std::to_string(count) + " ('" + t +
+                                      "') is not a valid number");
+          if (vr == EVR_IS && std::floor(v) != v)
+            throw_bad(where, key, "value '" + t + "' is not an integer");
+        }
+        break;
+      }
+      case EVR_FD: case EVR_OD: {
         Float64 f = 0.0;
         status = element->getFloat64(f, i);
         v = f;
         break;
       }
-      case EVR_IS: case EVR_SL: {
+      case EVR_SL: {
         Sint32 n = 0;
         status = element->getSint32(n, i);
         v = n;
