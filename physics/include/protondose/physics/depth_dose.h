@@ -64,19 +64,24 @@ class CumulativeDepthDose {
   /// The curve's range (mm): the distal 80 % depth, R80 (what the engine uses
   /// to decide where a layer's pencils stop, with a margin).
   double range_mm() const { return r80_mm_; }
-  /// Distal depth (mm) where the IDD falls to 80 % / 90 % / 20 % of its maximum
-  /// node value, by linear interpolation between nodes (as in the DCPT MC tables).
+  /// Distal depth (mm) where the IDD falls to 80 % / 90 % / 20 % of the largest
+  /// node value, by linear interpolation between nodes (the definition of the
+  /// DCPT MC tables, idd_summary.csv).
   double r80_mm() const { return r80_mm_; }
   double r90_mm() const { return r90_mm_; }
   double r20_mm() const { return r20_mm_; }
-  /// Distal depth (mm) of the IDD level `fraction` ∈ (0, 1) of the maximum.
+  /// Distal depth (mm) of the IDD level `fraction` ∈ (0, 1) of the largest node.
   /// Throws InputError for a fraction outside (0, 1).
   double distal_depth_mm(double fraction) const;
   /// Depth of the maximum (mm): vertex of a least-squares parabola through the
-  /// nodes with IDD ≥ 97 % of the maximum node (the node itself if fewer than 3).
+  /// contiguous nodes with IDD ≥ 97 % of the largest node, at least the largest
+  /// node and its two neighbours (as in idd_summary.csv); the largest node's
+  /// depth if the fit has no maximum inside those nodes.
   double peak_depth_mm() const { return peak_depth_mm_; }
-  /// Largest node IDD (MeV·cm²/g per proton).
+  /// IDD at the vertex of that parabola (MeV·cm²/g per proton), else the largest node.
   double peak_idd_mev_cm2_g() const { return peak_idd_; }
+  /// Largest node IDD (MeV·cm²/g per proton), the reference of the R-levels.
+  double max_node_idd_mev_cm2_g() const { return max_node_idd_; }
   /// IDD at kEntranceDepthMm (MeV·cm²/g per proton).
   double entrance_idd_mev_cm2_g() const { return idd_mev_cm2_g(kEntranceDepthMm); }
   /// peak_idd_mev_cm2_g() / entrance_idd_mev_cm2_g() (dimensionless).
@@ -106,7 +111,7 @@ class CumulativeDepthDose {
   double first_step_mm_ = 0.0;    ///< d_1 − d_0
   double nominal_energy_mev_ = 0.0;
   double r80_mm_ = 0.0, r90_mm_ = 0.0, r20_mm_ = 0.0;
-  double peak_depth_mm_ = 0.0, peak_idd_ = 0.0;
+  double peak_depth_mm_ = 0.0, peak_idd_ = 0.0, max_node_idd_ = 0.0;
   std::size_t peak_index_ = 0;
   std::string source_;
 };
@@ -122,8 +127,13 @@ struct BortfeldParameters {
   /// Water-equivalent thickness (mm) of the material between the plane where
   /// the beam's mean energy is defined and the water surface (e.g. the air
   /// between the nozzle's optics reference plane and the phantom). The model
-  /// range is R0 = R_CSDA(E_mean) − upstream_wet_mm.
+  /// range is R0 = csda_range_scale · R_CSDA(E_mean) − upstream_wet_mm.
   double upstream_wet_mm = 0.0;
+  /// Ratio of the water CSDA range of the beam data (a Monte Carlo code's
+  /// stopping powers, or a measured water I-value) to PSTAR's (I = 75 eV);
+  /// 1 = PSTAR. Scales R0 and dR/dE alike. A 1 % change of I moves ranges by
+  /// about 0.12 % at 150 MeV.
+  double csda_range_scale = 1.0;
   /// Depth step (mm) of the stored curve; the IDD is evaluated at these nodes.
   double depth_step_mm = 0.1;
 };
@@ -150,9 +160,9 @@ double bortfeld_idd_mev_cm2_g(double depth_mm, double r0_mm, double sigma_mm,
 
 /// Bortfeld's curve for a beam of mean energy `mean_energy_mev` (MeV, at the
 /// plane upstream of `parameters.upstream_wet_mm`) and Gaussian energy spread
-/// `energy_spread_mev` (MeV, 1σ ≥ 0): R0 = 10·R_CSDA,PSTAR(E) − upstream WET,
-/// σ² = σ_mono(R0)² + (σ_E · dR/dE)², dR/dE = 10/S_PSTAR(E) mm/MeV (Bortfeld
-/// Eq. 19 with the PSTAR slope in place of the power law). Sampled every
+/// `energy_spread_mev` (MeV, 1σ ≥ 0): R0 = k·R_CSDA,PSTAR(E) − upstream WET
+/// (k = csda_range_scale), σ² = σ_mono(R0)² + (σ_E · dR/dE)², dR/dE = k·10/S_PSTAR(E)
+/// mm/MeV (Bortfeld Eq. 19 with the PSTAR slope in place of the power law). Sampled every
 /// depth_step_mm up to R0 + 6σ. `nominal_energy_mev` labels the curve.
 /// Throws InputError for energies outside PSTAR or a negative spread.
 CumulativeDepthDose bortfeld_depth_dose(double nominal_energy_mev, double mean_energy_mev,
