@@ -15,6 +15,7 @@
 #include "protondose/dicom/ct_series.h"
 #include "protondose/dicom/ion_plan.h"
 #include "protondose/dicom/rt_dose.h"
+#include "protondose/dicom/rt_struct.h"
 
 namespace protondose::dicom {
 namespace {
@@ -397,6 +398,23 @@ TEST(RtDoseReader, RejectsTruncatedPixelData) {
   std::filesystem::copy_file(shared("data/rt-dose/raystation5-abdomen-rtdose.dcm"), path);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
   EXPECT_THROW_WITH(read_rt_dose(path), InputError, path.c_str());
+}
+
+// ---- RT Structure Set ------------------------------------------------------
+
+TEST(RtStructReader, RejectsContourDataPointCountMismatch) {
+  const std::string path = test::scratch_dir() + "/rtstruct.dcm";
+  modify(shared("reference/slab_dcpt/rtstruct.dcm"), path, [](DcmDataset& ds) {
+    DcmItem& roi_contour = item_of(ds, DCM_ROIContourSequence, 1);
+    set(item_of(roi_contour, DCM_ContourSequence, 3), DCM_NumberOfContourPoints, "5");
+  });
+  EXPECT_THROW_WITH(read_rt_structure_set(path), InputError, path.c_str(), "ROI 2 'Bone_slab', contour 3",
+                    "ContourData (3006,0050)", "12 values", "NumberOfContourPoints (3006,0046) is 5");
+}
+
+TEST(RtStructReader, RejectsAnRtDoseFile) {
+  const std::string path = shared("data/rt-dose/raystation5-abdomen-rtdose.dcm");
+  EXPECT_THROW_WITH(read_rt_structure_set(path), InputError, "not an RT Structure Set");
 }
 
 }  // namespace
