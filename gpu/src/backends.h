@@ -12,3 +12,13 @@ std::unique_ptr<Superposer> make_gpu_superposer(SuperpositionMethod method,
                                                 const SuperpositionOptions& options);
 
 }  // namespace protondose
+
+#include "protondose/gpu/separable_convolution.h"
+
+namespace protondose {
+
+/// Throws UnavailableError when built without CUDA or no device is present.
+std::unique_ptr<Convolver> make_gpu_convolver(ConvolutionMethod method,
+                                              const SuperpositionOptions& options);
+
+}  // namespace protondose

@@ -47,3 +47,27 @@ void DeviceSuperposer::copy_to_host(float*, const float*, std::size_t) {
 }
 
 }  // namespace protondose
+
+namespace protondose {
+
+std::unique_ptr<Convolver> make_gpu_convolver(ConvolutionMethod method, const SuperpositionOptions&) {
+  throw UnavailableError(std::string("convolution method '") + method_name(method) +
+                         "' needs a GPU, but this protondose was built without CUDA "
+                         "(PROTONDOSE_ENABLE_CUDA=OFF or no nvcc at configure time)");
+}
+
+}  // namespace protondose
+
+#include "bench_hooks.h"
+
+namespace protondose::bench {
+
+const char* variant_name(SuperpositionVariant) { return "unavailable"; }
+Timing time_superposition(SuperpositionVariant, const SuperpositionInput&, const SuperpositionOptions&, int, int, int) {
+  throw UnavailableError("GPU benchmark: this protondose was built without CUDA");
+}
+Timing time_convolution(ConvolutionMethod, const UniformSigmaInput&, const SuperpositionOptions&, int, int) {
+  throw UnavailableError("GPU benchmark: this protondose was built without CUDA");
+}
+
+}  // namespace protondose::bench

@@ -1,0 +1,332 @@
+// Gaussian convolution for slices of uniform σ: the separable row/column passes
+// (Podlozhnyuk, shared/papers/separable-convolution-cuda.txt) and, for the
+// benchmark, the direct 2D designs of the convolution reports in shared/papers
+// (kernel in global memory, in constant memory, and a shared-memory tile).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../backends.h"
+#include "convolution_kernels.cuh"
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "protondose/core/error.h"
+#include "protondose/gpu/device_superposition.h"
+#include "protondose/gpu/gaussian_kernel.h"
+
+namespace protondose::cuda {
+namespace {
+
+constexpr int kRowTile = 128;          // outputs per block in the row pass
+constexpr int kColumnTileCols = 32;    // column pass: 32 columns ...
+constexpr int kColumnTileRows = 64;    // ... × 64 rows per block, 8 rows of threads
+constexpr int kColumnThreadRows = 8;
+constexpr int kDirectTile = 32;        // direct shared-tile: 32 × 32 outputs per block
+constexpr int kMaxConstantRadius = 63;  // (2·63+1)² floats = 63.5 KiB of constant memory
+
+__constant__ float c_kernel_2d[(2 * kMaxConstantRadius + 1) * (2 * kMaxConstantRadius + 1)];
+
+/// Row pass: out[y][x] = Σ_d in[y][x+d] · wx[|d|], one block per 128-pixel row segment.
+__global__ void convolve_rows_kernel(ConvolutionParams p, const float* in, float* out) {
+  extern __shared__ float smem[];
+  const int s = blockIdx.z, y = blockIdx.y, x0 = blockIdx.x * kRowTile;
+  const int R = p.radius_x[s];
+  float* weights = smem;                    // R + 1
+  float* segment = smem + p.max_radius + 1;  // kRowTile + 2R
+  const float* row_in = in + (static_cast<std::size_t>(s) * p.rows + y) * p.cols;
+  for (int d = threadIdx.x; d <= R; d += blockDim.x) weights[d] = p.weights_x[s * (p.max_radius + 1) + d];
+  for (int i = threadIdx.x; i < kRowTile + 2 * R; i += blockDim.x) {
+    const int x = x0 - R + i;
+    segment[i] = (x >= 0 && x < p.cols) ? row_in[x] : 0.0f;
+  }
+  __syncthreads();
+  const int x = x0 + threadIdx.x;
+  if (x >= p.cols) return;
+  float sum = segment[threadIdx.x + R] * weights[0];
+  for (int d = 1; d <= R; ++d)
+    sum += (segment[threadIdx.x + R - d] + segment[threadIdx.x + R + d]) * weights[d];
+  out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+}
+
+/// Column pass: a 32 × 64 output tile with an apron of R rows above and below.
+__global__ void convolve_columns_kernel(ConvolutionParams p, const float* in, float* out) {
+  extern __shared__ float smem[];
+  const int s = blockIdx.z;
+  const int x = blockIdx.x * kColumnTileCols + threadIdx.x;
+  const int y0 = blockIdx.y * kColumnTileRows;
+  const int R = p.radius_y[s];
+  float* weights = smem;
+  float* tile = smem + p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
+  const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
+  for (int d = tid; d <= R; d += kColumnTileCols * kColumnThreadRows)
+    weights[d] = p.weights_y[s * (p.max_radius + 1) + d];
+  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+  for (int r = threadIdx.y; r < kColumnTileRows + 2 * R; r += kColumnThreadRows) {
+    const int y = y0 - R + r;
+    tile[r * kColumnTileCols + threadIdx.x] =
+        (x < p.cols && y >= 0 && y < p.rows) ? plane_in[static_cast<std::size_t>(y) * p.cols + x] : 0.0f;
+  }
+  __syncthreads();
+  if (x >= p.cols) return;
+  for (int r = threadIdx.y; r < kColumnTileRows; r += kColumnThreadRows) {
+    const int y = y0 + r;
+    if (y >= p.rows) break;
+    const float* centre = tile + (r + R) * kColumnTileCols + threadIdx.x;
+    float sum = centre[0] * weights[0];
+    for (int d = 1; d <= R; ++d)
+      sum += (centre[-d * kColumnTileCols] + centre[d * kColumnTileCols]) * weights[d];
+    out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+  }
+}
+
+/// Direct 2D, everything from global memory (report 1's first design).
+__global__ void convolve_direct_global_kernel(ConvolutionParams p, const float* in, float* out,
+                                              const float* kernel_2d, int R) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  const int s = blockIdx.z;
+  if (x >= p.cols || y >= p.rows) return;
+  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+  const int width = 2 * R + 1;
+  float sum = 0.0f;
+  for (int dy = -R; dy <= R; ++dy) {
+    const int yi = y + dy;
+    if (yi < 0 || yi >= p.rows) continue;
+    for (int dx = -R; dx <= R; ++dx) {
+      const int xi = x + dx;
+      if (xi < 0 || xi >= p.cols) continue;
+      sum += plane_in[static_cast<std::size_t>(yi) * p.cols + xi] * kernel_2d[(dy + R) * width + dx + R];
+    }
+  }
+  out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+}
+
+/// Direct 2D with the kernel in constant memory (broadcast to the warp).
+__global__ void convolve_direct_constant_kernel(ConvolutionParams p, const float* in, float* out, int R) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  const int s = blockIdx.z;
+  if (x >= p.cols || y >= p.rows) return;
+  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+  const int width = 2 * R + 1;
+  float sum = 0.0f;
+  for (int dy = -R; dy <= R; ++dy) {
+    const int yi = y + dy;
+    if (yi < 0 || yi >= p.rows) continue;
+    for (int dx = -R; dx <= R; ++dx) {
+      const int xi = x + dx;
+      if (xi < 0 || xi >= p.cols) continue;
+      sum += plane_in[static_cast<std::size_t>(yi) * p.cols + xi] * c_kernel_2d[(dy + R) * width + dx + R];
+    }
+  }
+  out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+}
+
+/// Direct 2D over a shared-memory tile with its apron, kernel in constant memory.
+__global__ void convolve_direct_shared_kernel(ConvolutionParams p, const float* in, float* out, int R) {
+  extern __shared__ float tile[];  // (kDirectTile + 2R)²
+  const int s = blockIdx.z;
+  const int x0 = blockIdx.x * kDirectTile, y0 = blockIdx.y * kDirectTile;
+  const int side = kDirectTile + 2 * R;
+  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+  for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < side * side; i += blockDim.x * blockDim.y) {
+    const int y = y0 - R + i / side, x = x0 - R + i % side;
+    tile[i] = (x >= 0 && x < p.cols && y >= 0 && y < p.rows)
+                  ? plane_in[static_cast<std::size_t>(y) * p.cols + x] : 0.0f;
+  }
+  __syncthreads();
+  const int width = 2 * R + 1;
+  const int x = x0 + threadIdx.x;
+  for (int r = threadIdx.y; r < kDirectTile; r += blockDim.y) {
+    const int y = y0 + r;
+    if (x >= p.cols || y >= p.rows) continue;
+    float sum = 0.0f;
+    for (int dy = 0; dy < width; ++dy)
+      for (int dx = 0; dx < width; ++dx)
+        sum += tile[(r + dy) * side + threadIdx.x + dx] * c_kernel_2d[dy * width + dx];
+    out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+  }
+}
+
+}  // namespace
+
+void set_convolution_shared_memory_limits(int max_radius) {
+  const int row_bytes = (max_radius + 1 + kRowTile + 2 * max_radius) * static_cast<int>(sizeof(float));
+  const int column_bytes =
+      (max_radius + 1 + (kColumnTileRows + 2 * max_radius) * kColumnTileCols) * static_cast<int>(sizeof(float));
+  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
+  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     column_bytes));
+}
+
+void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out,
+                      cudaStream_t stream) {
+  const int row_bytes = (p.max_radius + 1 + kRowTile + 2 * p.max_radius) * static_cast<int>(sizeof(float));
+  convolve_rows_kernel<<<dim3((p.cols + kRowTile - 1) / kRowTile, p.rows, p.slices), kRowTile, row_bytes,
+                         stream>>>(p, in, scratch);
+  PD_CUDA_CHECK_LAUNCH("convolve_rows_kernel");
+  const int column_bytes = (p.max_radius + 1 + (kColumnTileRows + 2 * p.max_radius) * kColumnTileCols) *
+                           static_cast<int>(sizeof(float));
+  convolve_columns_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
+                                 (p.rows + kColumnTileRows - 1) / kColumnTileRows, p.slices),
+                            dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, scratch, out);
+  PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
+}
+
+void upload_constant_kernel(const std::vector<float>& kernel_2d) {
+  if (kernel_2d.size() > sizeof(c_kernel_2d) / sizeof(float))
+    throw InputError("direct convolution: the 2D kernel does not fit constant memory (radius > 63 px)");
+  PD_CUDA_CHECK(cudaMemcpyToSymbol(c_kernel_2d, kernel_2d.data(), kernel_2d.size() * sizeof(float)));
+}
+
+void launch_direct(ConvolutionMethod method, const ConvolutionParams& p, const float* in, float* out,
+                   const float* d_kernel_2d, int radius, cudaStream_t stream) {
+  const dim3 block(32, 8);
+  const dim3 grid((p.cols + 31) / 32, (p.rows + 7) / 8, p.slices);
+  switch (method) {
+    case ConvolutionMethod::kGpuDirectGlobal:
+      convolve_direct_global_kernel<<<grid, block, 0, stream>>>(p, in, out, d_kernel_2d, radius);
+      break;
+    case ConvolutionMethod::kGpuDirectConstant:
+      convolve_direct_constant_kernel<<<grid, block, 0, stream>>>(p, in, out, radius);
+      break;
+    case ConvolutionMethod::kGpuDirectSharedTile: {
+      const int side = kDirectTile + 2 * radius;
+      const int bytes = side * side * static_cast<int>(sizeof(float));
+      PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_direct_shared_kernel,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      convolve_direct_shared_kernel<<<dim3((p.cols + kDirectTile - 1) / kDirectTile,
+                                           (p.rows + kDirectTile - 1) / kDirectTile, p.slices),
+                                      block, bytes, stream>>>(p, in, out, radius);
+      break;
+    }
+    default: throw InternalError("launch_direct: not a direct method");
+  }
+  PD_CUDA_CHECK_LAUNCH("convolve_direct");
+}
+
+// ---------------------------------------------------------------- host-side preparation
+
+PreparedConvolution prepare_convolution(ConvolutionMethod method, const UniformSigmaInput& input,
+                                        const SuperpositionOptions& options) {
+  const float cutoff = static_cast<float>(options.cutoff_sigmas);
+  PreparedConvolution prep;
+  const int slices = input.shape.slices;
+  for (int s = 0; s < slices; ++s) {
+    prep.radius_x.push_back(gaussian_radius_px(input.sigma_x_px.data[s], cutoff));
+    prep.radius_y.push_back(gaussian_radius_px(input.sigma_y_px.data[s], cutoff));
+  }
+  prep.max_radius = std::max(*std::max_element(prep.radius_x.begin(), prep.radius_x.end()),
+                             *std::max_element(prep.radius_y.begin(), prep.radius_y.end()));
+  const int stride = prep.max_radius + 1;
+  prep.weights_x.assign(static_cast<std::size_t>(slices) * stride, 0.0f);
+  prep.weights_y.assign(static_cast<std::size_t>(slices) * stride, 0.0f);
+  for (int s = 0; s < slices; ++s) {
+    for (int d = 0; d <= prep.radius_x[s]; ++d)
+      prep.weights_x[s * stride + d] = static_cast<float>(pixel_integrated_gaussian(d, input.sigma_x_px.data[s]));
+    for (int d = 0; d <= prep.radius_y[s]; ++d)
+      prep.weights_y[s * stride + d] = static_cast<float>(pixel_integrated_gaussian(d, input.sigma_y_px.data[s]));
+  }
+  if (method != ConvolutionMethod::kGpuSeparable) {
+    for (int s = 1; s < slices; ++s)
+      if (input.sigma_x_px.data[s] != input.sigma_x_px.data[0] || input.sigma_y_px.data[s] != input.sigma_y_px.data[0])
+        throw InputError(std::string("convolution method '") + method_name(method) +
+                         "' needs one sigma for the whole stack; slice " + std::to_string(s) + " differs");
+    if (method != ConvolutionMethod::kGpuDirectGlobal && prep.max_radius > kMaxConstantRadius)
+      throw InputError(std::string("convolution method '") + method_name(method) + "' supports radii up to " +
+                       std::to_string(kMaxConstantRadius) + " px; this stack needs " +
+                       std::to_string(prep.max_radius));
+    // The 2D kernel of the direct designs: one square of (2R+1)² products, R = max radius.
+    const int R = prep.max_radius, width = 2 * R + 1;
+    prep.kernel_2d.assign(static_cast<std::size_t>(width) * width, 0.0f);
+    for (int dy = -R; dy <= R; ++dy)
+      for (int dx = -R; dx <= R; ++dx)
+        if (std::abs(dx) <= prep.radius_x[0] && std::abs(dy) <= prep.radius_y[0])
+          prep.kernel_2d[(dy + R) * width + dx + R] =
+              static_cast<float>(pixel_integrated_gaussian(dx, input.sigma_x_px.data[0]) *
+                                 pixel_integrated_gaussian(dy, input.sigma_y_px.data[0]));
+  }
+  return prep;
+}
+
+namespace {
+
+class GpuConvolver final : public Convolver {
+ public:
+  GpuConvolver(ConvolutionMethod method, const SuperpositionOptions& options) : method_(method), options_(options) {
+    if (gpu_device_count() == 0)
+      throw UnavailableError(std::string("convolution method '") + method_name(method) +
+                             "' needs a CUDA device, and none is present");
+  }
+  ConvolutionMethod method() const override { return method_; }
+
+  void convolve(const UniformSigmaInput& input, float* output) override {
+    validate_uniform_sigma_input(input, options_);
+    DeviceConvolution run(method_, input, options_);
+    const std::size_t n = input.shape.pixel_count();
+    DeviceBuffer<float> d_in(n), d_out(n);
+    PD_CUDA_CHECK(cudaMemcpy(d_in.get(), input.image.data, n * sizeof(float), cudaMemcpyHostToDevice));
+    run.launch(d_in.get(), d_out.get(), nullptr);
+    PD_CUDA_CHECK(cudaDeviceSynchronize());
+    PD_CUDA_CHECK(cudaMemcpy(output, d_out.get(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  ConvolutionMethod method_;
+  SuperpositionOptions options_;
+};
+
+}  // namespace
+
+DeviceConvolution::DeviceConvolution(ConvolutionMethod method, const UniformSigmaInput& input,
+                                     const SuperpositionOptions& options)
+    : method_(method), prep_(prepare_convolution(method, input, options)) {
+  params_.slices = input.shape.slices;
+  params_.rows = input.shape.rows;
+  params_.cols = input.shape.cols;
+  params_.max_radius = prep_.max_radius;
+  const std::size_t slices = static_cast<std::size_t>(params_.slices);
+  const std::size_t stride = static_cast<std::size_t>(prep_.max_radius + 1);
+  radii_.reserve(2 * slices);
+  weights_.reserve(2 * slices * stride);
+  PD_CUDA_CHECK(cudaMemcpy(radii_.get(), prep_.radius_x.data(), slices * sizeof(int), cudaMemcpyHostToDevice));
+  PD_CUDA_CHECK(cudaMemcpy(radii_.get() + slices, prep_.radius_y.data(), slices * sizeof(int), cudaMemcpyHostToDevice));
+  PD_CUDA_CHECK(cudaMemcpy(weights_.get(), prep_.weights_x.data(), slices * stride * sizeof(float), cudaMemcpyHostToDevice));
+  PD_CUDA_CHECK(cudaMemcpy(weights_.get() + slices * stride, prep_.weights_y.data(), slices * stride * sizeof(float),
+                           cudaMemcpyHostToDevice));
+  params_.radius_x = radii_.get();
+  params_.radius_y = radii_.get() + slices;
+  params_.weights_x = weights_.get();
+  params_.weights_y = weights_.get() + slices * stride;
+  if (method == ConvolutionMethod::kGpuSeparable) {
+    set_convolution_shared_memory_limits(prep_.max_radius);
+    scratch_.reserve(input.shape.pixel_count());
+  } else if (method == ConvolutionMethod::kGpuDirectGlobal) {
+    kernel_.reserve(prep_.kernel_2d.size());
+    PD_CUDA_CHECK(cudaMemcpy(kernel_.get(), prep_.kernel_2d.data(), prep_.kernel_2d.size() * sizeof(float),
+                             cudaMemcpyHostToDevice));
+  } else {
+    upload_constant_kernel(prep_.kernel_2d);
+  }
+}
+
+void DeviceConvolution::launch(const float* d_in, float* d_out, cudaStream_t stream) {
+  if (method_ == ConvolutionMethod::kGpuSeparable)
+    launch_separable(params_, d_in, scratch_.get(), d_out, stream);
+  else
+    launch_direct(method_, params_, d_in, d_out, kernel_.get(), prep_.max_radius, stream);
+}
+
+}  // namespace protondose::cuda
+
+namespace protondose {
+
+std::unique_ptr<Convolver> make_gpu_convolver(ConvolutionMethod method, const SuperpositionOptions& options) {
+  if (method == ConvolutionMethod::kCpuSeparable) throw InternalError("make_gpu_convolver: CPU method");
+  return std::make_unique<cuda::GpuConvolver>(method, options);
+}
+
+}  // namespace protondose
