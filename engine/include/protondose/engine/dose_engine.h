@@ -1,0 +1,185 @@
+#pragma once
+/// \file dose_engine.h
+/// The dose engine: CT + RT Ion Plan → absolute dose (Gy), by the divergent
+/// beam's-eye-view kernel-superposition method of da Silva, Ansorge & Jena
+/// (PMB 60:4777, 2015). Per beam: ray tracing through the CT (ray_trace.h),
+/// per energy layer the fluence of the spots on the rays (spot_fluence.h), an
+/// input image from the cumulative depth dose and a σ-map from the in-air optics
+/// and Fermi–Eyges multiple scattering, one kernel superposition of the whole
+/// stack (gpu/superposition.h), trilinear resampling onto the dose grid
+/// (resample.h); beams are summed. docs/engine.md describes the model.
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protondose/core/grid.h"
+#include "protondose/core/plan.h"
+#include "protondose/gpu/superposition.h"
+#include "protondose/physics/beam_model.h"
+#include "protondose/physics/hu_curve.h"
+#include "protondose/physics/scattering.h"
+
+namespace protondose::engine {
+
+/// Where the kernel superposition runs.
+enum class Backend {
+  kCpu,        ///< CPU reference superposition (double precision)
+  kGpu,        ///< CUDA shared-memory tile scatter
+  kGpuGather,  ///< CUDA exact gather (the GPU oracle)
+};
+
+/// "cpu", "gpu", "gpu-gather".
+const char* backend_name(Backend backend);
+/// Parses a backend name; throws ConfigError listing the accepted names.
+Backend parse_backend(const std::string& name);
+/// The superposition method a backend uses.
+SuperpositionMethod superposition_method(Backend backend);
+/// True when the GPU scatter superposer can be created in this build and on
+/// this machine; otherwise false with the reason (the UnavailableError message)
+/// in `why_not`. Used for an explicit, logged default choice — never as a
+/// fallback after a failure.
+bool gpu_backend_usable(std::string* why_not = nullptr);
+
+/// Which dose the engine reports.
+enum class DoseQuantity {
+  /// Dose to water: energy per water-equivalent mass of each step (the
+  /// convention of the MCsquare references and most proton TPSs),
+  /// D_w = D_m · ρ / RSP.
+  kDoseToWater,
+  /// Dose to medium: energy per mass ρ·Δs of each step.
+  kDoseToMedium,
+};
+const char* dose_quantity_name(DoseQuantity quantity);
+
+struct DoseEngineOptions {
+  Backend backend = Backend::kCpu;
+  double ray_pitch_mm = 1.0;     ///< ray spacing at the isocentre plane (mm, > 0)
+  double depth_step_mm = 1.0;    ///< BEV slice thickness along the axis (mm, > 0)
+  double cutoff_sigmas = 3.0;    ///< n_σ of the fluence spreading and of the kernels, (0, 10]
+  /// Pencils stop at WEPL = range_cutoff_factor × R80 of the layer (or the end
+  /// of the depth-dose table, whichever comes first), ≥ 1.
+  double range_cutoff_factor = 1.05;
+  /// Output grid spacing (mm) over the CT's extent; absent: the CT grid.
+  std::optional<double> output_spacing_mm;
+  DoseQuantity quantity = DoseQuantity::kDoseToWater;
+  bool keep_per_beam = false;    ///< also return each beam's dose
+  /// Constant RBE to multiply the physical dose by (absent: physical dose).
+  std::optional<double> rbe_factor;
+  /// Spot size: the plan's ScanningSpotSize at the isocentre (when stated) or the model's.
+  physics::SpotSizePolicy spot_size_policy = physics::SpotSizePolicy::kPlanSpotSizeAtIsocentre;
+  physics::ScatteringPowerModel scattering_model = physics::ScatteringPowerModel::kDifferentialHighland;
+  physics::HuCoveragePolicy hu_policy = physics::HuCoveragePolicy::kError;
+  /// A beam whose TreatmentMachineName differs from the beam model's name is an
+  /// InputError unless this is false.
+  bool require_machine_name_match = true;
+  /// Largest accepted |deposited − expected| / expected of the energy balance.
+  double energy_balance_tolerance = 0.02;
+  int threads = 0;  ///< CPU worker threads (0 = default_thread_count())
+
+  /// Throws ConfigError naming the option and value when one is out of range.
+  void validate() const;
+};
+
+/// Wall-clock seconds by stage, summed over beams.
+struct StageTimings {
+  double hu_conversion_s = 0;
+  double ray_tracing_s = 0;
+  double layer_images_s = 0;    ///< fluence, input images and σ-maps
+  double superposition_s = 0;
+  double resampling_s = 0;
+  double checks_s = 0;
+  double total_s = 0;
+};
+
+/// Energy bookkeeping of one beam or a plan (MeV per fraction).
+struct EnergyBalance {
+  /// Energy the spots would deposit if stopped in water (protons × total CIDD).
+  double carried_mev = 0;
+  /// Energy in the BEV input images: what the pencils deposit inside the CT
+  /// before the range cut-off — the engine's expected total.
+  double expected_mev = 0;
+  /// Σ dose × mass over the output grid (for dose to water, mass = RSP·ρ_w·V).
+  double deposited_mev = 0;
+  /// (deposited − expected) / expected.
+  double relative_difference() const { return expected_mev > 0 ? (deposited_mev - expected_mev) / expected_mev : 0.0; }
+};
+
+struct BeamDose {
+  int beam_number = 0;
+  std::string beam_name;
+  Volume<float> dose_gy;  ///< per fraction (empty unless keep_per_beam)
+  EnergyBalance energy;
+  std::size_t spots = 0;
+  std::size_t layers = 0;
+  std::size_t bev_pixels = 0;  ///< pixels of the superposition stack
+  std::array<int, 3> bev_size{0, 0, 0};  ///< BEV cols, rows, slices
+};
+
+struct DoseResult {
+  /// Dose per fraction (Gy, or Gy(RBE) when rbe_factor is set) on the output grid.
+  Volume<float> dose_gy;
+  int fractions = 1;  ///< NumberOfFractionsPlanned: plan dose = fractions × dose_gy
+  DoseQuantity quantity = DoseQuantity::kDoseToWater;
+  std::optional<double> rbe_factor;
+  std::vector<BeamDose> beams;
+  StageTimings timings;
+  EnergyBalance energy;
+  double energy_balance_tolerance = 0;
+  Backend backend = Backend::kCpu;
+  std::string superposition_method;
+  std::size_t spots = 0;
+  double max_dose_gy = 0;  ///< per fraction
+};
+
+/// The engine. Holds the beam model, the HU curve, the superposer and a cache of
+/// depth-dose curves by energy, so repeated compute() calls stay warm.
+/// compute() is safe to call from one thread at a time.
+class DoseEngine {
+ public:
+  /// Validates the options (ConfigError) and creates the superposer for the
+  /// backend: UnavailableError when that backend cannot run here (never a
+  /// silent fallback to another backend).
+  DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, DoseEngineOptions options);
+  ~DoseEngine();
+
+  /// Dose of `plan` on `ct`. Throws InputError for a plan the engine cannot
+  /// use (unknown machine name, energy outside the model, empty beam, patient
+  /// position not supported), ConfigError for an invalid output grid and
+  /// NumericalError when the result has NaN/Inf/negative dose or violates the
+  /// energy balance.
+  DoseResult compute(const CtImage& ct, const IonPlan& plan) const;
+
+  const physics::BeamModel& machine() const { return machine_; }
+  const physics::HuCurve& hu_curve() const { return hu_curve_; }
+  const DoseEngineOptions& options() const { return options_; }
+
+  /// The cached cumulative depth dose of a nominal energy (MeV).
+  const physics::CumulativeDepthDose& depth_dose(double nominal_energy_mev) const;
+
+ private:
+  physics::BeamModel machine_;
+  physics::HuCurve hu_curve_;
+  DoseEngineOptions options_;
+  std::unique_ptr<Superposer> superposer_;
+  mutable std::mutex cache_mutex_;
+  mutable std::map<double, physics::CumulativeDepthDose> depth_dose_cache_;
+};
+
+/// The output grid: the CT grid, or the CT's extent (outer voxel faces) at
+/// `spacing_mm` (> 0; ConfigError otherwise), on the CT's axes.
+Grid3 output_grid(const Grid3& ct_grid, std::optional<double> spacing_mm);
+
+/// Throws NumericalError naming the first offending voxel (index, position,
+/// value) if the dose has a NaN, an Inf or a negative value; `what` names it.
+void check_dose_values(const Volume<float>& dose_gy, const std::string& what);
+
+/// 1 MeV/g in Gy: 1.602176634e-13 J / 1e-3 kg (CODATA 2018 elementary charge).
+inline constexpr double kGyPerMevPerGram = 1.602176634e-10;
+
+}  // namespace protondose::engine
