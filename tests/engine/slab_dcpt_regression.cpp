@@ -1,0 +1,118 @@
+// Regression against the MCsquare reference slab_dcpt (shared/reference/README.md):
+// the water box with 20 mm slabs 20–40 mm below the surface, bone (HU 1300) for
+// x < 0 and lung (HU −720) for x ≥ 0; layers 150 and 120 MeV, 11 × 11 spots on
+// a 5 mm grid, 2 MU each. CPU backend, CT grid, dose to water as the MC.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <tuple>
+#include <cstdio>
+
+#include "protondose/compare/gamma.h"
+#include "protondose/dicom/ct_series.h"
+#include "protondose/dicom/ion_plan.h"
+#include "protondose/engine/dose_engine.h"
+#include "protondose/physics/hu_curve.h"
+#include "reference_case.h"
+
+namespace pe = protondose::engine;
+namespace pt = protondose::engine::testing;
+using protondose::Volume;
+
+namespace {
+
+struct SlabCase {
+  Volume<float> mc;
+  pe::DoseResult result;
+};
+
+const SlabCase& slab_case() {
+  static const SlabCase c = [] {
+    SlabCase s;
+    const std::string dir = pt::reference_dir() + "/slab_dcpt";
+    const protondose::CtImage ct = protondose::dicom::read_ct_series(dir + "/ct");
+    const protondose::IonPlan plan = protondose::dicom::read_ion_plan(dir + "/plan.dcm");
+    pe::DoseEngineOptions o;
+    o.backend = pe::Backend::kCpu;
+    const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                                protondose::physics::load_hu_curve_csv(dir + "/hu_calibration.csv"), o);
+    s.result = engine.compute(ct, plan);
+    s.mc = pt::read_float_mhd(dir + "/mc_dose.mhd");
+    pt::write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/slab_dcpt_engine.mhd", s.result.dose_gy);
+    const auto& t = s.result.timings;
+    std::printf("slab_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, resample %.2f), max %.5f Gy\n", t.total_s,
+                t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.resampling_s, s.result.max_dose_gy);
+    return s;
+  }();
+  return c;
+}
+
+double r80_of_150_mev_peak(const std::vector<pt::DepthSample>& p) {
+  // The 150 MeV layer's peak lies deeper than the 120 MeV one on every profile.
+  std::vector<pt::DepthSample> q;
+  for (const auto& s : p)
+    if (s.depth_mm >= 125) q.push_back(s);
+  return pt::distal_depth_mm(q, 0.8);
+}
+
+}  // namespace
+
+TEST(SlabDcptRegression, Gamma2Percent2MillimetreAtLeast95Percent) {
+  const SlabCase& c = slab_case();
+  ASSERT_EQ(c.mc.grid, c.result.dose_gy.grid);
+  for (double crit : {2.0, 3.0, 1.0}) {
+    protondose::compare::GammaOptions g;
+    g.dose_criterion_percent = crit;
+    g.distance_mm = crit;
+    g.threshold_percent = 10;
+    g.keep_gamma_volume = crit == 2.0;
+    const auto r = protondose::compare::gamma_3d(c.mc, c.result.dose_gy, g);
+    std::printf("gamma %.0f%%/%.0fmm: %.2f %% of %zu voxels pass (mean %.3f, p95 %.2f, max %.2f)\n", crit, crit,
+                r.pass_rate_percent, r.evaluated_voxels, r.mean_gamma, r.p95_gamma, r.max_gamma);
+    ASSERT_GT(r.evaluated_voxels, 10000u);
+    if (crit == 2.0) {
+      // Where it fails: count failing voxels by region (behind bone, behind lung, the interface).
+      ASSERT_TRUE(r.gamma.has_value());
+      std::size_t bone = 0, lung = 0, interface = 0, other = 0;
+      for (int k = 0; k < c.mc.grid.size[2]; ++k)
+        for (int j = 0; j < c.mc.grid.size[1]; ++j)
+          for (int i = 0; i < c.mc.grid.size[0]; ++i) {
+            const float gv = r.gamma->data[c.mc.grid.index(i, j, k)];
+            if (gv <= 1.0f) continue;
+            const double x = c.mc.grid.position_mm(i, j, k)[0];
+            (std::abs(x) <= 6 ? interface : x < 0 ? bone : x > 0 ? lung : other)++;
+          }
+      std::printf("  failing voxels: |x| <= 6 mm (bone/lung interface) %zu, bone side %zu, lung side %zu\n", interface,
+                  bone, lung);
+      EXPECT_GE(r.pass_rate_percent, 95.0);
+    }
+  }
+}
+
+TEST(SlabDcptRegression, RangesBehindBoneAndLungFollowTheSlabWet) {
+  const SlabCase& c = slab_case();
+  for (const auto& [name, x_lo, x_hi] : {std::tuple{"bone", -16.0, -8.0}, std::tuple{"lung", 8.0, 16.0}}) {
+    const auto mc = pt::depth_profile(c.mc, -100, x_lo, x_hi, -4, 4);
+    const auto eng = pt::depth_profile(c.result.dose_gy, -100, x_lo, x_hi, -4, 4);
+    const double r_mc = r80_of_150_mev_peak(mc), r_eng = r80_of_150_mev_peak(eng);
+    std::printf("R80 (150 MeV) behind %s: MC %.2f mm, engine %.2f mm, delta %+.2f mm\n", name, r_mc, r_eng,
+                r_eng - r_mc);
+    ASSERT_GT(r_mc, 140.0);  // README: 147.62 (bone) / 171.83 (lung)
+    EXPECT_NEAR(r_eng, r_mc, 1.0) << name;
+  }
+}
+
+TEST(SlabDcptRegression, MaximumAndIntegralDose) {
+  const SlabCase& c = slab_case();
+  double mc_max = 0, mc_sum = 0, eng_sum = 0;
+  for (std::size_t i = 0; i < c.mc.data.size(); ++i) {
+    mc_max = std::max(mc_max, static_cast<double>(c.mc.data[i]));
+    mc_sum += c.mc.data[i];
+    eng_sum += c.result.dose_gy.data[i];
+  }
+  std::printf("max dose: MC %.5f Gy, engine %.5f Gy (%+.2f %%); integral dose %+.2f %%\n", mc_max, c.result.max_dose_gy,
+              100 * (c.result.max_dose_gy / mc_max - 1), 100 * (eng_sum / mc_sum - 1));
+  ASSERT_GT(mc_max, 0.1);  // README: 0.1499 Gy
+  EXPECT_NEAR(c.result.max_dose_gy / mc_max, 1.0, 0.05);
+  EXPECT_NEAR(eng_sum / mc_sum, 1.0, 0.03);
+}
