@@ -51,12 +51,14 @@ const char* axis_name(Axis axis) { return axis == Axis::kX ? "X" : "Y"; }
 /// with the model's mean energies and spreads, the air of the optics-plane
 /// distance as upstream WET.
 DepthDoseLibrary analytical_library(const std::vector<BeamModelEnergy>& rows,
-                                    double reference_plane_mm, const std::string& source) {
+                                    double reference_plane_mm, const std::string& source,
+                                    const std::optional<BortfeldParameters>& bortfeld) {
   std::vector<BeamEnergySpectrum> spectra;
   for (const auto& r : rows)
     spectra.push_back({r.nominal_energy_mev, r.mean_energy_mev, r.energy_spread_mev});
   BortfeldParameters p;
   p.upstream_wet_mm = kAirWetPerMm * reference_plane_mm;
+  if (bortfeld.has_value()) p = *bortfeld;
   return DepthDoseLibrary::analytical(std::move(spectra), p, source);
 }
 
@@ -267,7 +269,8 @@ BeamModel load_machine_folder(const std::filesystem::path& path) {
 }
 
 BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::string& name,
-                                  double vsad_x_mm, double vsad_y_mm) {
+                                  double vsad_x_mm, double vsad_y_mm,
+                                  const std::optional<BortfeldParameters>& bortfeld) {
   const auto lines = detail::read_lines(path);
   detail::CsvTable csv;
   csv.file = path.string();
@@ -339,12 +342,13 @@ BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::
     });
     rows.push_back(e);
   }
-  DepthDoseLibrary library = analytical_library(rows, bmodpos_mm, csv.file);
+  DepthDoseLibrary library = analytical_library(rows, bmodpos_mm, csv.file, bortfeld);
   return BeamModel(name, vsad_x_mm, vsad_y_mm, bmodpos_mm, std::move(rows), std::move(library),
                    csv.file);
 }
 
-BeamModel load_mcsquare_bdl(const std::filesystem::path& path) {
+BeamModel load_mcsquare_bdl(const std::filesystem::path& path,
+                            const std::optional<BortfeldParameters>& bortfeld) {
   const auto lines = detail::read_lines(path);
   const std::string file = path.string();
   std::size_t i = 0;
@@ -451,7 +455,7 @@ BeamModel load_mcsquare_bdl(const std::filesystem::path& path) {
     rows.push_back(e);
   }
   const double nozzle_mm = scalars.at("Nozzle exit to Isocenter distance");
-  DepthDoseLibrary library = analytical_library(rows, nozzle_mm, file);
+  DepthDoseLibrary library = analytical_library(rows, nozzle_mm, file, bortfeld);
   return BeamModel(path.stem().string(), scalars.at("SMX to Isocenter distance"),
                    scalars.at("SMY to Isocenter distance"), nozzle_mm, std::move(rows),
                    std::move(library), file);

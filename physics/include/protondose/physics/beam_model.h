@@ -138,10 +138,12 @@ BeamModel load_machine_folder(const std::filesystem::path& path);
 /// plane upstream of the isocentre), then rows of nominal E, E real, E real σ,
 /// protons/MU, σx, σy, σx', σy', ρx, ρy. The file carries no VSADs, so they
 /// are arguments (mm, > 0). The depth-dose library is the analytical Bortfeld
-/// model over the file's mean energies and spreads, with the air of the
+/// model over the file's mean energies and spreads, with `bortfeld` when given
+/// (used as is), else Bortfeld's published β, γ, PSTAR ranges and the air of the
 /// BMODPOS distance as upstream WET (kAirWetPerMm). Throws IoError / DataError.
 BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::string& name,
-                                  double vsad_x_mm, double vsad_y_mm);
+                                  double vsad_x_mm, double vsad_y_mm,
+                                  const std::optional<BortfeldParameters>& bortfeld = std::nullopt);
 
 /// Reads an MCsquare beam data library ("--UPenn beam model (double gaussian)--"):
 /// nozzle-exit-to-isocentre distance (the reference plane), SMX/SMY (VSADs),
@@ -149,8 +151,10 @@ BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::
 /// convention: σ_E = spread/100 · E_nominal), ProtonsMU and the first Gaussian's
 /// optics. Double-Gaussian rows (Weight2 > 0) throw UnavailableError. Range-shifter
 /// blocks are skipped. The machine name is the file stem. The depth-dose
-/// library is analytical (as for load_dcpt_emittance_csv).
+/// library is analytical, as for load_dcpt_emittance_csv (upstream WET: the air
+/// of the nozzle-exit distance unless `bortfeld` is given).
 /// Throws IoError / DataError (file, line, value).
-BeamModel load_mcsquare_bdl(const std::filesystem::path& path);
+BeamModel load_mcsquare_bdl(const std::filesystem::path& path,
+                            const std::optional<BortfeldParameters>& bortfeld = std::nullopt);
 
 }  // namespace protondose::physics
