@@ -155,7 +155,6 @@ IonBeam read_beam(DcmItem& item, const Where& file_where,
   std::optional<double> fwhm_x, fwhm_y;
   int paintings = 1;
   double weight_sum = 0.0;
-  bool previous_contributed = false;
   for (std::size_t c = 0; c < control_points.size(); ++c) {
     DcmItem& cp = *control_points[c];
     const Where cpw = where.with("control point " + std::to_string(c));
@@ -271,13 +270,12 @@ IonBeam read_beam(DcmItem& item, const Where& file_where,
             "spot " + std::to_string(s) + " has weight " + describe(weights[s]) + "; must be >= 0");
       if (weights[s] > 0.0) contributes = true;
     }
-    if (!contributes) {
-      previous_contributed = false;
-      continue;
-    }
+    if (!contributes) continue;
     if (!energy_mev)
       bad(cpw, DCM_NominalBeamEnergy, "missing: no energy stated on this or an earlier control point");
-    const bool same_layer = previous_contributed && !beam.layers.empty() &&
+    // A layer per energy change: a control-point pair that repeats the
+    // previous layer's energy (a layer split over several pairs) extends it.
+    const bool same_layer = !beam.layers.empty() &&
                             std::abs(beam.layers.back().nominal_energy_mev - *energy_mev) <= 1e-6;
     if (!same_layer) {
       EnergyLayer layer;
@@ -293,7 +291,6 @@ IonBeam read_beam(DcmItem& item, const Where& file_where,
       weight_sum += weights[s];
       layer.spots.push_back({positions[2 * s], positions[2 * s + 1], weights[s] * meterset_per_weight});
     }
-    previous_contributed = true;
   }
   if (beam.layers.empty())
     throw InputError(where.prefix() + "every " + tag_label(DCM_ScanSpotMetersetWeights) +

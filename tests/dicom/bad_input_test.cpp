@@ -55,6 +55,19 @@ std::string modified_plan(const std::function<void(DcmDataset&)>& change) {
   return out;
 }
 
+TEST(IonPlanReader, MergesControlPointPairsThatRepeatAnEnergyIntoOneLayer) {
+  // Slab plan with the 120 MeV pair relabelled 150 MeV: one layer of 242 spots.
+  const std::string path = modified_plan([](DcmDataset& ds) {
+    set(control_point(ds, 0, 2), DCM_NominalBeamEnergy, "150");
+    set(control_point(ds, 0, 3), DCM_NominalBeamEnergy, "150");
+  });
+  const IonPlan plan = read_ion_plan(path);
+  ASSERT_EQ(plan.beams.at(0).layers.size(), 1u);
+  EXPECT_EQ(plan.beams[0].layers[0].spots.size(), 242u);
+  EXPECT_EQ(plan.beams[0].layers[0].control_point_index, 0);
+  EXPECT_NEAR(plan.beams[0].total_meterset(), 484.0, 1e-9);
+}
+
 TEST(IonPlanReader, RejectsSpotWeightCountMismatch) {
   const std::string path = modified_plan([](DcmDataset& ds) {
     DcmItem& cp = control_point(ds, 0, 2);

@@ -52,9 +52,10 @@ struct IonPlanReadResult {
 /// BeamMeterset / FinalCumulativeMetersetWeight (BeamMeterset from the
 /// FractionGroupSequence's ReferencedBeamSequence), in the beam's
 /// PrimaryDosimeterUnit (MU or NP). Control points whose weights are all zero
-/// (the "off" half of each pair) contribute nothing; consecutive contributing
-/// control points at the same NominalBeamEnergy form one EnergyLayer, a change
-/// of energy starts a new one. Gantry, couch and isocentre are taken from the
+/// (the "off" half of each pair) contribute nothing; contributing control
+/// points at the same NominalBeamEnergy as the previous contributing one join
+/// its EnergyLayer (a layer split over several pairs), a change of energy
+/// starts a new one. Gantry, couch and isocentre are taken from the
 /// first control point; a later control point that states a different gantry
 /// or couch angle is an arc → UnavailableError. NominalBeamEnergy and
 /// IsocenterPosition are inherited from earlier control points where absent.
