@@ -16,6 +16,7 @@
 #include "protondose/engine/spot_fluence.h"
 #include "protondose/physics/materials.h"
 #include "protondose/physics/range_energy.h"
+#include "protondose/physics/range_shifter.h"
 
 namespace protondose::engine {
 namespace {
@@ -440,17 +441,15 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
         const double wet = L.shifter_wet_mm;
         physics::FermiEygesMoments shifter_moments;
         if (wet > 0) {
-          // The shifter as PMMA: physical thickness = WET / RSP(PMMA), with the
-          // PMMA/water stopping-power ratio 1.165 (ICRU 49, 100–200 MeV).
-          constexpr double kPmmaRsp = 1.165;
-          const physics::ReferenceMaterial pmma = physics::pmma();
-          const double thickness_mm = wet / kPmmaRsp;
-          const int n = std::max(1, static_cast<int>(std::ceil(thickness_mm)));
-          const physics::ScatteringOptions so = physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev);
-          for (int i = 0; i < n; ++i)
-            shifter_moments = physics::advance(shifter_moments, thickness_mm / n, pmma.density_g_cm3,
-                                               pmma.radiation_length_g_cm2,
-                                               physics::residual_energy_mev(L.mean_energy_mev, (i + 0.5) * wet / n), so);
+          // The shifters as one PMMA slab of their summed WET (DICOM states no
+          // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
+          // to each depth along the ray.
+          physics::RangeShifter rs;
+          rs.id = "range shifter of " + label;
+          rs.water_equivalent_thickness_mm = wet;
+          rs.material = physics::pmma_range_shifter_material();
+          shifter_moments = physics::range_shifter_exit_moments(
+              rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
         }
         parallel_for_chunks(static_cast<std::size_t>(grid.rows), threads, [&](std::size_t b, std::size_t e, int) {
           for (std::size_t rr = b; rr < e; ++rr) {

@@ -1,0 +1,208 @@
+// `protondose compute --ct DIR --plan FILE --out FILE.dcm [...]`: the dose of
+// an RT Ion Plan on a CT, written as RT Dose (plus MetaImage and a JSON
+// summary on request). The engine is described in docs/engine.md.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "command_registry.h"
+#include "protondose/core/error.h"
+#include "protondose/core/metaimage.h"
+#include "protondose/dicom/ct_series.h"
+#include "protondose/dicom/ion_plan.h"
+#include "protondose/dicom/rt_dose.h"
+#include "protondose/engine/dose_engine.h"
+#include "protondose/physics/beam_model.h"
+#include "protondose/physics/hu_curve.h"
+
+namespace {
+
+namespace pe = protondose::engine;
+
+struct ComputeArgs {
+  std::string ct_dir;
+  std::string plan_path;
+  std::string machine;
+  std::string hu_curve;
+  std::optional<double> grid_mm;
+  std::string backend;
+  bool per_beam = false;
+  std::string out_path;
+  std::string mhd_path;
+  bool json = false;
+  std::optional<double> rbe;
+  bool dose_to_medium = false;
+  double ray_pitch_mm = 1.0;
+  double depth_step_mm = 1.0;
+};
+
+/// The machine the plan names: every beam's TreatmentMachineName must agree.
+std::string machine_from_plan(const protondose::IonPlan& plan, const std::string& plan_path) {
+  std::string name;
+  for (const auto& beam : plan.beams) {
+    if (beam.machine_name.empty()) continue;
+    if (!name.empty() && name != beam.machine_name)
+      throw protondose::ConfigError(plan_path + ": beams name different machines ('" + name + "', '" +
+                                    beam.machine_name + "'); choose one with --machine");
+    name = beam.machine_name;
+  }
+  if (name.empty())
+    throw protondose::ConfigError(plan_path + ": no beam states TreatmentMachineName (300A,00B2); give --machine");
+  return name;
+}
+
+pe::Backend choose_backend(const std::string& requested) {
+  if (!requested.empty()) return pe::parse_backend(requested);
+  std::string why;
+  if (pe::gpu_backend_usable(&why)) {
+    spdlog::info("backend: gpu (a CUDA device is usable; --backend cpu to override)");
+    return pe::Backend::kGpu;
+  }
+  spdlog::info("backend: cpu (no usable GPU: {})", why);
+  return pe::Backend::kCpu;
+}
+
+std::string beam_dose_path(const std::string& out, int beam_number) {
+  const std::filesystem::path p(out);
+  return (p.parent_path() / (p.stem().string() + "_beam" + std::to_string(beam_number) + p.extension().string()))
+      .string();
+}
+
+void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
+  if (ctx.quiet) spdlog::set_level(spdlog::level::warn);
+  // With --json, stdout carries only the summary: the log goes to stderr.
+  if (a.json) spdlog::set_default_logger(spdlog::stderr_color_mt("protondose-compute"));
+  const protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
+  const protondose::IonPlan plan = protondose::dicom::read_ion_plan(a.plan_path);
+  protondose::dicom::check_same_frame_of_reference(ct, plan);
+
+  const std::string machine_name = a.machine.empty() ? machine_from_plan(plan, a.plan_path) : a.machine;
+  protondose::physics::BeamModel machine = protondose::physics::load_machine(machine_name);
+  protondose::physics::HuCurve hu = a.hu_curve.empty() ? protondose::physics::default_hu_curve()
+                                                       : protondose::physics::load_hu_curve_csv(a.hu_curve);
+  if (a.hu_curve.empty()) spdlog::info("HU curve: the shipped default ({})", hu.source());
+
+  pe::DoseEngineOptions o;
+  o.backend = choose_backend(a.backend);
+  o.output_spacing_mm = a.grid_mm;
+  o.keep_per_beam = a.per_beam;
+  o.rbe_factor = a.rbe;
+  o.quantity = a.dose_to_medium ? pe::DoseQuantity::kDoseToMedium : pe::DoseQuantity::kDoseToWater;
+  o.ray_pitch_mm = a.ray_pitch_mm;
+  o.depth_step_mm = a.depth_step_mm;
+  // A machine given as a file is named after the file; the plan's name is then not comparable.
+  o.require_machine_name_match = a.machine.empty() || a.machine.find('/') == std::string::npos;
+  const pe::DoseEngine engine(std::move(machine), std::move(hu), o);
+  const pe::DoseResult r = engine.compute(ct, plan);
+
+  // RT Dose holds the plan dose: every fraction (DoseSummationType PLAN).
+  const double fractions = r.fractions;
+  protondose::Volume<float> plan_dose = r.dose_gy;
+  for (float& v : plan_dose.data) v = static_cast<float>(v * fractions);
+  protondose::dicom::RtDoseWriteOptions w;
+  w.plan = &plan;
+  w.ct = &ct;
+  if (r.rbe_factor) {
+    w.dose_type = protondose::dicom::DoseTypeOption::kEffective;
+    w.rbe_factor = r.rbe_factor;
+  }
+  protondose::dicom::write_rt_dose(a.out_path, plan_dose, w);
+  std::vector<std::string> written{a.out_path};
+  if (a.per_beam) {
+    for (const pe::BeamDose& b : r.beams) {
+      protondose::Volume<float> d = b.dose_gy;
+      for (float& v : d.data) v = static_cast<float>(v * fractions);
+      protondose::dicom::RtDoseWriteOptions wb = w;
+      wb.summation = protondose::dicom::DoseSummationOption::kBeam;
+      wb.referenced_beam_number = b.beam_number;
+      const std::string path = beam_dose_path(a.out_path, b.beam_number);
+      protondose::dicom::write_rt_dose(path, d, wb);
+      written.push_back(path);
+    }
+  }
+  if (!a.mhd_path.empty()) {
+    protondose::write_metaimage(a.mhd_path, plan_dose);
+    written.push_back(a.mhd_path);
+  }
+
+  nlohmann::json j;
+  j["ct"] = a.ct_dir;
+  j["plan"] = a.plan_path;
+  j["machine"] = engine.machine().name();
+  j["hu_curve"] = engine.hu_curve().source();
+  j["backend"] = pe::backend_name(r.backend);
+  j["superposition_method"] = r.superposition_method;
+  j["dose_quantity"] = pe::dose_quantity_name(r.quantity);
+  j["dose_type"] = r.rbe_factor ? "EFFECTIVE" : "PHYSICAL";
+  if (r.rbe_factor) j["rbe_factor"] = *r.rbe_factor;
+  j["fractions"] = r.fractions;
+  j["max_dose_gy_per_fraction"] = r.max_dose_gy;
+  j["max_dose_gy_plan"] = r.max_dose_gy * fractions;
+  j["spots"] = r.spots;
+  j["beams"] = nlohmann::json::array();
+  for (const pe::BeamDose& b : r.beams) {
+    j["beams"].push_back({{"number", b.beam_number},
+                          {"name", b.beam_name},
+                          {"layers", b.layers},
+                          {"spots", b.spots},
+                          {"bev_size_cols_rows_slices", b.bev_size},
+                          {"superposition_pixels", b.bev_pixels},
+                          {"energy_relative_difference", b.energy.relative_difference()}});
+  }
+  const auto& g = r.dose_gy.grid;
+  j["dose_grid"] = {{"size", g.size}, {"spacing_mm", g.spacing_mm}, {"origin_mm", g.origin_mm},
+                    {"voxels", g.voxel_count()}};
+  j["energy_balance"] = {{"carried_mev", r.energy.carried_mev},
+                         {"expected_mev", r.energy.expected_mev},
+                         {"deposited_mev", r.energy.deposited_mev},
+                         {"relative_difference", r.energy.relative_difference()},
+                         {"tolerance", r.energy_balance_tolerance}};
+  const auto& t = r.timings;
+  j["timings_s"] = {{"hu_conversion", t.hu_conversion_s}, {"ray_tracing", t.ray_tracing_s},
+                    {"layer_images", t.layer_images_s},   {"superposition", t.superposition_s},
+                    {"resampling", t.resampling_s},       {"checks", t.checks_s},
+                    {"total", t.total_s}};
+  j["outputs"] = written;
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else if (!ctx.quiet) {
+    std::printf("dose: %s (%s, %s), max %.4g Gy per fraction x %d fraction(s); %zu spots in %zu beam(s); %.2f s "
+                "(KS %.2f s)\n",
+                a.out_path.c_str(), pe::backend_name(r.backend), pe::dose_quantity_name(r.quantity), r.max_dose_gy,
+                r.fractions, r.spots, r.beams.size(), t.total_s, t.superposition_s);
+  }
+}
+
+void add_compute(CLI::App& app, protondose::cli::CliContext& ctx) {
+  auto a = std::make_shared<ComputeArgs>();
+  CLI::App* cmd = app.add_subcommand("compute", "Compute the dose of an RT Ion Plan on a CT (RT Dose out)");
+  cmd->add_option("--ct", a->ct_dir, "Folder with the CT series")->required();
+  cmd->add_option("--plan", a->plan_path, "RT Ion Plan file")->required();
+  cmd->add_option("--machine", a->machine,
+                  "Beam model: a shipped machine name or a machine folder/file (default: the plan's "
+                  "TreatmentMachineName)");
+  cmd->add_option("--hu-curve", a->hu_curve, "HU calibration CSV (HU, rsp, mass_density_g_cm3); default: shipped");
+  cmd->add_option("--grid", a->grid_mm, "Output dose grid spacing (mm) over the CT extent; default: the CT grid");
+  cmd->add_option("--backend", a->backend, "gpu | gpu-gather | cpu (default: gpu when usable, else cpu)");
+  cmd->add_flag("--per-beam", a->per_beam, "Also write one RT Dose per beam (<out>_beam<N>.dcm)");
+  cmd->add_option("--out", a->out_path, "RT Dose output file (plan dose: all fractions)")->required();
+  cmd->add_option("--mhd", a->mhd_path, "Also write the plan dose as MetaImage (.mhd + .raw)");
+  cmd->add_flag("--json", a->json, "Print a JSON summary (timings by stage, spots, voxels, max dose, backend)");
+  cmd->add_option("--rbe", a->rbe, "Multiply by a constant RBE (e.g. 1.1); RT Dose labelled EFFECTIVE");
+  cmd->add_flag("--dose-to-medium", a->dose_to_medium, "Report dose to medium instead of dose to water");
+  cmd->add_option("--ray-pitch", a->ray_pitch_mm, "BEV ray spacing at the isocentre plane (mm)")->capture_default_str();
+  cmd->add_option("--depth-step", a->depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
+  cmd->callback([a, &ctx]() { run_compute(*a, ctx); });
+}
+
+const protondose::cli::CommandRegistration kComputeRegistration{"compute", &add_compute};
+
+}  // namespace
