@@ -126,9 +126,11 @@ inline double box_lower_bound(const Box& b, double d_ref, double inv_dd2, double
 }
 
 /// Branch and bound over one cell of the trilinear interpolant: evaluate γ² on
-/// the 3×3×3 lattice of a box (corners, edge and face midpoints, centre), then
-/// split it into 8 children and keep those whose lower bound is below the best
-/// γ² so far, until the lattice spacing is at most the search resolution.
+/// the 3×3×3 lattice of a box (edge and face midpoints, centre; its corners were
+/// evaluated before — as grid points or in the parent's lattice — or lie too far
+/// away to matter), then split it into 8 children and keep those whose lower
+/// bound is below the best γ² so far, until the lattice spacing is at most the
+/// search resolution.
 void refine_cell(const Box& cell, double d_ref, double inv_dd2, const SearchSetup& s,
                  double& best2, std::vector<Box>& stack) {
   stack.clear();
@@ -159,24 +161,35 @@ void refine_cell(const Box& cell, double d_ref, double inv_dd2, const SearchSetu
       for (int j = 0; j < 3; ++j) {
         const double d2jk = x[1][j] + x[2][k];
         if (d2jk >= best2) continue;
+        const bool corner_row = (j != 1) && (k != 1);
         for (int i = 0; i < 3; ++i) {
+          if (corner_row && i != 1) continue;  // corners: evaluated before (see above)
           const double dd = val[k][j][i] - d_ref;
           const double g2 = x[0][i] + d2jk + dd * dd * inv_dd2;
           if (g2 < best2) best2 = g2;
         }
       }
     if (std::max({half[0], half[1], half[2]}) <= s.resolution_mm) continue;
+    // Children below the bound go on the stack with the most promising (lowest
+    // bound) on top: depth first towards a good γ, which then prunes the rest.
+    Box children[8];
+    double bounds[8];
+    int order[8], kept = 0;
     for (int c = 0; c < 8; ++c) {
       const int oi = c & 1, oj = (c >> 1) & 1, ok = (c >> 2) & 1;
-      Box child;
+      Box& child = children[c];
       child.lo[0] = b.lo[0] + oi * half[0];
       child.lo[1] = b.lo[1] + oj * half[1];
       child.lo[2] = b.lo[2] + ok * half[2];
       for (int a = 0; a < 3; ++a) child.size[a] = half[a];
       for (int cc = 0; cc < 8; ++cc)
         child.v[cc] = val[ok + ((cc >> 2) & 1)][oj + ((cc >> 1) & 1)][oi + (cc & 1)];
-      if (box_lower_bound(child, d_ref, inv_dd2, s.inv_dta2) < best2) stack.push_back(child);
+      bounds[c] = box_lower_bound(child, d_ref, inv_dd2, s.inv_dta2);
+      if (bounds[c] < best2) order[kept++] = c;
     }
+    for (int n = 1; n < kept; ++n)  // insertion sort, descending bound
+      for (int m = n; m > 0 && bounds[order[m - 1]] < bounds[order[m]]; --m) std::swap(order[m - 1], order[m]);
+    for (int n = 0; n < kept; ++n) stack.push_back(children[order[n]]);
   }
 }
 
