@@ -1,0 +1,286 @@
+#include "protondose/engine/dose_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "protondose/core/error.h"
+#include "protondose/physics/beam_model.h"
+#include "protondose/physics/hu_curve.h"
+
+namespace pe = protondose::engine;
+using protondose::CtImage;
+using protondose::Grid3;
+using protondose::IonBeam;
+using protondose::IonPlan;
+using protondose::Volume;
+
+namespace {
+
+/// A 2 mm CT of air with a water cube of half-width `half_mm` centred on the origin.
+CtImage water_cube_ct(double half_mm) {
+  CtImage ct;
+  Grid3 g;
+  g.size = {60, 60, 60};
+  g.spacing_mm = {2, 2, 2};
+  g.origin_mm = {-59, -59, -59};
+  ct.hu = Volume<float>(g, -1000.0f);
+  for (int k = 0; k < 60; ++k)
+    for (int j = 0; j < 60; ++j)
+      for (int i = 0; i < 60; ++i) {
+        const protondose::Vec3 p = g.position_mm(i, j, k);
+        if (std::abs(p[0]) < half_mm && std::abs(p[1]) < half_mm && std::abs(p[2]) < half_mm) ct.hu.at(i, j, k) = 0.0f;
+      }
+  ct.patient_position = "HFS";
+  ct.frame_of_reference_uid = "2.25.1";
+  return ct;
+}
+
+/// One beam of one 100 MeV layer (range ≈ 77 mm), 5 × 5 spots on a 5 mm grid, 1 MU each.
+IonPlan small_plan(double gantry_deg) {
+  IonPlan plan;
+  plan.label = "unit";
+  plan.frame_of_reference_uid = "2.25.1";
+  IonBeam b;
+  b.number = 1;
+  b.name = "B1";
+  b.machine_name = "DCPT_ProBeam_v5";
+  b.gantry_angle_deg = gantry_deg;
+  protondose::EnergyLayer layer;
+  layer.nominal_energy_mev = 100;
+  for (int iy = -2; iy <= 2; ++iy)
+    for (int ix = -2; ix <= 2; ++ix) layer.spots.push_back({5.0 * ix, 5.0 * iy, 1.0});
+  b.layers.push_back(layer);
+  b.beam_meterset = 25;
+  plan.beams.push_back(b);
+  return plan;
+}
+
+pe::DoseEngineOptions fast_options() {
+  pe::DoseEngineOptions o;
+  o.ray_pitch_mm = 2;
+  o.depth_step_mm = 1;
+  o.threads = 2;
+  return o;
+}
+
+const protondose::physics::BeamModel& machine() {
+  static const protondose::physics::BeamModel m = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  return m;
+}
+
+pe::DoseEngine make_engine(const pe::DoseEngineOptions& o = fast_options()) {
+  return pe::DoseEngine(machine(), protondose::physics::default_hu_curve(), o);
+}
+
+}  // namespace
+
+TEST(DoseEngine, ConservesEnergyAndGivesABraggPeakAtTheExpectedDepthInWater) {
+  const CtImage ct = water_cube_ct(50);
+  const pe::DoseResult r = make_engine().compute(ct, small_plan(0));
+  ASSERT_GT(r.max_dose_gy, 0.0);
+  EXPECT_LT(std::abs(r.energy.relative_difference()), r.energy_balance_tolerance);
+  // Almost all of what the spots carry is deposited in the 100 mm cube (range 77 mm).
+  EXPECT_NEAR(r.energy.expected_mev / r.energy.carried_mev, 1.0, 0.01);
+  // Central-axis depth dose: the peak lies near R80 − 2 mm of the 100 MeV curve (76.9 mm, README).
+  const Grid3& g = r.dose_gy.grid;
+  int j_max = 0;
+  for (int j = 0; j < g.size[1]; ++j)
+    if (r.dose_gy.at(29, j, 29) + r.dose_gy.at(30, j, 30) > r.dose_gy.at(29, j_max, 29) + r.dose_gy.at(30, j_max, 30))
+      j_max = j;
+  const double peak_depth_mm = g.position_mm(0, j_max, 0)[1] + 50;  // surface at y = −50
+  EXPECT_NEAR(peak_depth_mm, 75.3, 2.5);
+  EXPECT_EQ(r.spots, 25u);
+  EXPECT_EQ(r.beams.size(), 1u);
+}
+
+TEST(DoseEngine, Gantry90GivesTheGantry0DoseTurnedOntoThePatientXAxis) {
+  const CtImage ct = water_cube_ct(50);
+  const pe::DoseEngine e = make_engine();
+  const pe::DoseResult g0 = e.compute(ct, small_plan(0));
+  const pe::DoseResult g90 = e.compute(ct, small_plan(90));
+  // G0 runs along +y from y = −50; G90 along −x from x = +50. Compare depth
+  // profiles through the axis (mean of the 2×2 voxels around it).
+  const auto& a = g0.dose_gy;
+  const auto& b = g90.dose_gy;
+  double worst = 0;
+  for (int s = 0; s < 37; ++s) {  // depth = 2 s + 1 mm from the surface, to 73 mm (R80 77 mm)
+    const double d0 = 0.25 * (a.at(29, 5 + s, 29) + a.at(30, 5 + s, 29) + a.at(29, 5 + s, 30) + a.at(30, 5 + s, 30));
+    const double d90 = 0.25 * (b.at(54 - s, 29, 29) + b.at(54 - s, 30, 29) + b.at(54 - s, 29, 30) + b.at(54 - s, 30, 30));
+    ASSERT_GT(d0, 0.0) << "depth index " << s << " G90 " << d90 << " max " << g0.max_dose_gy << " " << g90.max_dose_gy;
+    worst = std::max(worst, std::abs(d90 / d0 - 1));
+  }
+  // Only the spot shape differs (σx ≠ σy of the optics, and which patient axis each lies on).
+  EXPECT_LT(worst, 0.02);
+}
+
+TEST(DoseEngine, RbeFactorScalesTheDoseAndIsReported) {
+  const CtImage ct = water_cube_ct(50);
+  pe::DoseEngineOptions o = fast_options();
+  const pe::DoseResult physical = make_engine(o).compute(ct, small_plan(0));
+  o.rbe_factor = 1.1;
+  const pe::DoseResult effective = make_engine(o).compute(ct, small_plan(0));
+  ASSERT_TRUE(effective.rbe_factor.has_value());
+  EXPECT_NEAR(effective.max_dose_gy / physical.max_dose_gy, 1.1, 1e-5);
+}
+
+TEST(DoseEngine, DoseToMediumEqualsDoseToWaterInWater) {
+  const CtImage ct = water_cube_ct(50);
+  pe::DoseEngineOptions o = fast_options();
+  const pe::DoseResult w = make_engine(o).compute(ct, small_plan(0));
+  o.quantity = pe::DoseQuantity::kDoseToMedium;
+  const pe::DoseResult m = make_engine(o).compute(ct, small_plan(0));
+  // Inside the cube (away from the air boundary) the two agree.
+  EXPECT_NEAR(m.dose_gy.at(30, 40, 30), w.dose_gy.at(30, 40, 30), 1e-6 * w.max_dose_gy + 1e-4 * w.dose_gy.at(30, 40, 30));
+  EXPECT_GT(w.dose_gy.at(30, 40, 30), 0.1f * static_cast<float>(w.max_dose_gy));
+}
+
+TEST(DoseEngine, CoarserOutputGridKeepsTheCtExtent) {
+  Grid3 ct;
+  ct.size = {60, 60, 40};
+  ct.spacing_mm = {2, 2, 3};
+  ct.origin_mm = {-59, -59, -58.5};
+  const Grid3 g = pe::output_grid(ct, 4.0);
+  EXPECT_EQ(g.size, (std::array<int, 3>{30, 30, 30}));
+  EXPECT_DOUBLE_EQ(g.origin_mm[0], -58);  // first face at −60 mm, centre 2 mm inside
+  EXPECT_DOUBLE_EQ(g.origin_mm[2], -58);
+  EXPECT_EQ(pe::output_grid(ct, std::nullopt), ct);
+  EXPECT_THROW(pe::output_grid(ct, -1.0), protondose::ConfigError);
+}
+
+TEST(DoseEngine, UnavailableGpuBackendIsAnErrorNotAFallback) {
+  std::string why;
+  if (pe::gpu_backend_usable(&why)) GTEST_SKIP() << "a GPU is usable here; the unavailable path cannot be exercised";
+  pe::DoseEngineOptions o = fast_options();
+  o.backend = pe::Backend::kGpu;
+  try {
+    make_engine(o);
+    FAIL() << "expected UnavailableError";
+  } catch (const protondose::UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu-scatter-tiled"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DoseEngine, RejectsAPlanForAnotherMachine) {
+  IonPlan plan = small_plan(0);
+  plan.beams[0].machine_name = "OtherMachine";
+  try {
+    make_engine().compute(water_cube_ct(50), plan);
+    FAIL() << "expected InputError";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("beam 1 'B1': TreatmentMachineName 'OtherMachine'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DoseEngine, RejectsAnEnergyOutsideTheBeamModel) {
+  IonPlan plan = small_plan(0);
+  plan.beams[0].layers[0].nominal_energy_mev = 300;
+  try {
+    make_engine().compute(water_cube_ct(50), plan);
+    FAIL() << "expected InputError";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DoseEngine, RejectsABeamThatMissesThePatient) {
+  IonPlan plan = small_plan(0);
+  plan.beams[0].isocenter_mm = {0, 0, 500};  // the field passes beside the CT
+  try {
+    make_engine().compute(water_cube_ct(50), plan);
+    FAIL() << "expected InputError";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("meets the patient"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DoseEngine, RejectsAnUnsupportedPatientPosition) {
+  CtImage ct = water_cube_ct(50);
+  ct.patient_position = "HFDR";
+  EXPECT_THROW(make_engine().compute(ct, small_plan(0)), protondose::UnavailableError);
+}
+
+TEST(DoseEngine, RejectsARangeShifterWithoutDistance) {
+  IonPlan plan = small_plan(0);
+  protondose::RangeShifter rs;
+  rs.id = "RS_3CM";
+  rs.water_equivalent_thickness_mm = 34.3;
+  plan.beams[0].range_shifters.push_back(rs);
+  try {
+    make_engine().compute(water_cube_ct(50), plan);
+    FAIL() << "expected InputError";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'RS_3CM' has no IsocenterToRangeShifterDistance"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DoseEngine, RangeShifterPullsTheRangeBackByItsWet) {
+  const CtImage ct = water_cube_ct(58);  // surface at y = −58 mm, 116 mm of water
+  IonPlan plan = small_plan(0);
+  plan.beams[0].layers[0].nominal_energy_mev = 140;  // R80 139.8 mm: stops in the cube only behind the shifter
+  protondose::RangeShifter rs;
+  rs.id = "RS_3CM";
+  rs.water_equivalent_thickness_mm = 34.3;
+  rs.isocenter_to_shifter_mm = 135.9;
+  plan.beams[0].range_shifters.push_back(rs);
+  const pe::DoseResult r = make_engine().compute(ct, plan);
+  EXPECT_LT(std::abs(r.energy.relative_difference()), r.energy_balance_tolerance);
+  const Grid3& g = r.dose_gy.grid;
+  std::vector<double> depth, dose;
+  double dmax = 0;
+  for (int j = 0; j < g.size[1]; ++j) {
+    depth.push_back(g.position_mm(0, j, 0)[1] + 58);
+    dose.push_back(0.25 * (r.dose_gy.at(29, j, 29) + r.dose_gy.at(30, j, 29) + r.dose_gy.at(29, j, 30) +
+                           r.dose_gy.at(30, j, 30)));
+    dmax = std::max(dmax, dose.back());
+  }
+  ASSERT_GT(dmax, 0.0);
+  double r80 = -1;
+  for (std::size_t j = dose.size() - 1; j > 0; --j)
+    if (dose[j - 1] >= 0.8 * dmax && dose[j] < 0.8 * dmax) {
+      r80 = depth[j - 1] + (dose[j - 1] - 0.8 * dmax) / (dose[j - 1] - dose[j]) * (depth[j] - depth[j - 1]);
+      break;
+    }
+  EXPECT_NEAR(r80, 139.78 - 34.3, 1.5);
+}
+
+TEST(DoseEngineOptions, RejectsNonPositiveRayPitch) {
+  pe::DoseEngineOptions o;
+  o.ray_pitch_mm = 0;
+  try {
+    o.validate();
+    FAIL() << "expected ConfigError";
+  } catch (const protondose::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("ray_pitch_mm = 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DoseEngineOptions, ParsesBackendNamesAndRejectsOthers) {
+  EXPECT_EQ(pe::parse_backend("gpu-gather"), pe::Backend::kGpuGather);
+  EXPECT_STREQ(pe::backend_name(pe::Backend::kCpu), "cpu");
+  try {
+    pe::parse_backend("fast");
+    FAIL() << "expected ConfigError";
+  } catch (const protondose::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fast' is unknown; accepted: cpu, gpu, gpu-gather"), std::string::npos);
+  }
+}
+
+TEST(CheckDoseValues, NamesTheFirstNegativeOrNonFiniteVoxel) {
+  Grid3 g;
+  g.size = {2, 2, 2};
+  Volume<float> d(g, 1.0f);
+  EXPECT_NO_THROW(pe::check_dose_values(d, "test dose"));
+  d.at(1, 0, 1) = std::numeric_limits<float>::quiet_NaN();
+  try {
+    pe::check_dose_values(d, "test dose");
+    FAIL() << "expected NumericalError";
+  } catch (const protondose::NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("test dose: dose nan Gy at voxel (1, 0, 1)"), std::string::npos) << e.what();
+  }
+  d.at(1, 0, 1) = -1e-3f;
+  EXPECT_THROW(pe::check_dose_values(d, "test dose"), protondose::NumericalError);
+}
