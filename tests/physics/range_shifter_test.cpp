@@ -75,6 +75,7 @@ TEST(RangeShifter, SpotWideningMatchesMcsquareReferenceAt150MeV) {
   // The differential-Highland option gives a similar widening.
   const double added_dh = range_shifter_added_variance_mm2(
       rs_3cm(), mean_energy, 135.9, ScatteringOptions::differential_highland(mean_energy));
+  std::cout << "[ RS_3CM  ] differential Highland: " << std::sqrt(sigma_air * sigma_air + added_dh) << " mm\n";
   EXPECT_NEAR(std::sqrt(sigma_air * sigma_air + added_dh), 4.74, 0.15);
 }
 
