@@ -116,6 +116,17 @@ SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
   if (const auto spp = find_integer(ds, DCM_SamplesPerPixel, w); spp && *spp != 1)
     throw UnavailableError(w.prefix() + tag_label(DCM_SamplesPerPixel) + " " + std::to_string(*spp) +
                            ": only single-sample (grey) CT images are supported");
+  // The stored pixel data must hold the stated image: checked here, before
+  // the series volume is allocated, so a corrupt Rows/Columns cannot ask for
+  // more memory than the files hold.
+  DcmElement* pixels = nullptr;
+  if (ds.findAndGetElement(DCM_PixelData, pixels).bad() || pixels == nullptr)
+    throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": missing");
+  const double expected_bytes = 2.0 * h.rows * h.columns;
+  if (!DcmXfer(ds.getOriginalXfer()).isEncapsulated() && static_cast<double>(pixels->getLength()) < expected_bytes)
+    throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": " + std::to_string(pixels->getLength()) +
+                     " bytes, expected " + describe(expected_bytes) + " for " + std::to_string(h.rows) + " × " +
+                     std::to_string(h.columns) + " 16-bit pixels (truncated?)");
   if (const auto frames = find_integer(ds, DCM_NumberOfFrames, w); frames && *frames != 1)
     throw UnavailableError(w.prefix() + tag_label(DCM_NumberOfFrames) + " " + std::to_string(*frames) +
                            ": multi-frame CT slices are not supported");

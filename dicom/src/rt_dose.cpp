@@ -166,11 +166,13 @@ RtDose read_rt_dose(const std::string& path) {
   DcmElement* pixels = nullptr;
   if (ds.findAndGetElement(DCM_PixelData, pixels).bad() || pixels == nullptr)
     throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": missing");
+  // Compared in double: Rows × Columns × NumberOfFrames × bytes can exceed
+  // 64 bits in a corrupt file, and must be checked before allocating.
   const std::size_t count = grid.voxel_count();
-  const std::size_t expected_bytes = count * static_cast<std::size_t>(bits / 8);
-  if (pixels->getLength() < expected_bytes)
+  const double expected_bytes = static_cast<double>(columns) * rows * static_cast<double>(frames) * (bits / 8);
+  if (static_cast<double>(pixels->getLength()) < expected_bytes)
     throw InputError(w.prefix() + tag_label(DCM_PixelData) + ": " + std::to_string(pixels->getLength()) +
-                     " bytes, expected " + std::to_string(expected_bytes) + " for " + std::to_string(count) +
+                     " bytes, expected " + describe(expected_bytes) + " for " + describe(static_cast<double>(count)) +
                      " " + std::to_string(bits) + "-bit pixels (truncated?)");
   Uint16* words = nullptr;
   Uint8* bytes = nullptr;
