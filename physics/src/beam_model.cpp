@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -213,6 +214,11 @@ std::vector<BeamModelEnergy> read_energy_table(const std::filesystem::path& path
                          "correlation_y"};
   std::size_t c[10];
   for (int i = 0; i < 10; ++i) c[i] = csv.column(names[i]);
+  const std::map<std::string, std::size_t> by_rule = {
+      {"nominal energy (MeV)", c[0]}, {"mean energy (MeV)", c[1]}, {"energy spread (MeV)", c[2]},
+      {"protons per MU", c[3]},       {"sigma x (mm)", c[4]},      {"sigma theta x (rad)", c[5]},
+      {"correlation x", c[6]},        {"sigma y (mm)", c[7]},      {"sigma theta y (rad)", c[8]},
+      {"correlation y", c[9]}};
   std::vector<BeamModelEnergy> rows;
   for (std::size_t r = 0; r < csv.rows.size(); ++r) {
     BeamModelEnergy e;
@@ -222,11 +228,6 @@ std::vector<BeamModelEnergy> read_energy_table(const std::filesystem::path& path
     e.protons_per_mu = csv.number(r, c[3]);
     e.x = {csv.number(r, c[4]), csv.number(r, c[5]), csv.number(r, c[6])};
     e.y = {csv.number(r, c[7]), csv.number(r, c[8]), csv.number(r, c[9])};
-    const std::map<std::string, std::size_t> by_rule = {
-        {"nominal energy (MeV)", c[0]}, {"mean energy (MeV)", c[1]}, {"energy spread (MeV)", c[2]},
-        {"protons per MU", c[3]},       {"sigma x (mm)", c[4]},      {"sigma theta x (rad)", c[5]},
-        {"correlation x", c[6]},        {"sigma y (mm)", c[7]},      {"sigma theta y (rad)", c[8]},
-        {"correlation y", c[9]}};
     validate_row(e, rows.empty() ? nullptr : &rows.back(),
                  [&](const char* column) { return csv.where(r, by_rule.at(column)); });
     rows.push_back(e);
@@ -322,11 +323,11 @@ BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::
   // Column order of the DCPT files: E nominal, E real, E real sigma, protons/MU,
   // sigma x, sigma y, sigma x', sigma y', cor(x x'), cor(y y').
   std::vector<BeamModelEnergy> rows;
-  const std::size_t rule_column[] = {0, 1, 2, 3, 4, 6, 8, 5, 7, 9};
-  const char* rule_names[] = {"nominal energy (MeV)", "mean energy (MeV)",   "energy spread (MeV)",
-                              "protons per MU",       "sigma x (mm)",        "sigma theta x (rad)",
-                              "correlation x",        "sigma y (mm)",        "sigma theta y (rad)",
-                              "correlation y"};
+  const std::map<std::string, std::size_t> by_rule = {
+      {"nominal energy (MeV)", 0}, {"mean energy (MeV)", 1}, {"energy spread (MeV)", 2},
+      {"protons per MU", 3},       {"sigma x (mm)", 4},      {"sigma theta x (rad)", 6},
+      {"correlation x", 8},        {"sigma y (mm)", 5},      {"sigma theta y (rad)", 7},
+      {"correlation y", 9}};
   for (std::size_t r = 0; r < csv.rows.size(); ++r) {
     BeamModelEnergy e;
     e.nominal_energy_mev = csv.number(r, 0);
@@ -335,11 +336,8 @@ BeamModel load_dcpt_emittance_csv(const std::filesystem::path& path, const std::
     e.protons_per_mu = csv.number(r, 3);
     e.x = {csv.number(r, 4), csv.number(r, 6), csv.number(r, 8)};
     e.y = {csv.number(r, 5), csv.number(r, 7), csv.number(r, 9)};
-    validate_row(e, rows.empty() ? nullptr : &rows.back(), [&](const char* column) {
-      for (int k = 0; k < 10; ++k)
-        if (std::string(rule_names[k]) == column) return csv.where(r, rule_column[k]);
-      return csv.where(r, 0);
-    });
+    validate_row(e, rows.empty() ? nullptr : &rows.back(),
+                 [&](const char* column) { return csv.where(r, by_rule.at(column)); });
     rows.push_back(e);
   }
   DepthDoseLibrary library = analytical_library(rows, bmodpos_mm, csv.file, bortfeld);
@@ -431,6 +429,11 @@ BeamModel load_mcsquare_bdl(const std::filesystem::path& path,
   const bool has_weight2 =
       std::find(table.columns.begin(), table.columns.end(), "Weight2") != table.columns.end();
   const std::size_t c_w2 = has_weight2 ? table.column("Weight2") : 0;
+  const std::map<std::string, std::size_t> by_rule = {
+      {"nominal energy (MeV)", c_e}, {"mean energy (MeV)", c_m}, {"energy spread (MeV)", c_s},
+      {"protons per MU", c_p},       {"sigma x (mm)", c_sx},     {"sigma theta x (rad)", c_dx},
+      {"correlation x", c_rx},       {"sigma y (mm)", c_sy},     {"sigma theta y (rad)", c_dy},
+      {"correlation y", c_ry}};
   std::vector<BeamModelEnergy> rows;
   for (std::size_t r = 0; r < table.rows.size(); ++r) {
     if (has_weight2 && table.number(r, c_w2) != 0.0)
@@ -445,11 +448,6 @@ BeamModel load_mcsquare_bdl(const std::filesystem::path& path,
     e.protons_per_mu = table.number(r, c_p);
     e.x = {table.number(r, c_sx), table.number(r, c_dx), table.number(r, c_rx)};
     e.y = {table.number(r, c_sy), table.number(r, c_dy), table.number(r, c_ry)};
-    const std::map<std::string, std::size_t> by_rule = {
-        {"nominal energy (MeV)", c_e}, {"mean energy (MeV)", c_m}, {"energy spread (MeV)", c_s},
-        {"protons per MU", c_p},       {"sigma x (mm)", c_sx},     {"sigma theta x (rad)", c_dx},
-        {"correlation x", c_rx},       {"sigma y (mm)", c_sy},     {"sigma theta y (rad)", c_dy},
-        {"correlation y", c_ry}};
     validate_row(e, rows.empty() ? nullptr : &rows.back(),
                  [&](const char* column) { return table.where(r, by_rule.at(column)); });
     rows.push_back(e);

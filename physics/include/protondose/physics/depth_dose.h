@@ -89,8 +89,9 @@ class CumulativeDepthDose {
 
   /// The same curve averaged over bins [k·bin_mm, (k+1)·bin_mm) and sampled at
   /// the bin centres (what a Monte Carlo scorer with that bin width reports),
-  /// e.g. to compare an analytical curve with 1 mm MC tables. Energy is
-  /// conserved. Throws InputError for bin_mm ≤ 0.
+  /// e.g. to compare an analytical curve with 1 mm MC tables. The bin averages
+  /// are exact; the rebinned curve (linear between bin centres) keeps the total
+  /// energy to second order in bin_mm. Throws InputError for bin_mm ≤ 0.
   CumulativeDepthDose rebinned(double bin_mm) const;
 
   double nominal_energy_mev() const { return nominal_energy_mev_; }
