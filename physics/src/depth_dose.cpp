@@ -37,14 +37,14 @@ CumulativeDepthDose CumulativeDepthDose::from_idd_samples(const std::vector<doub
                     std::to_string(depth_mm.size()));
   double peak = 0.0;
   for (std::size_t i = 0; i < depth_mm.size(); ++i) {
-    const std::string at = who + ": sample " + std::to_string(i + 1) + ": ";
+    const auto at = [&] { return who + ": sample " + std::to_string(i + 1) + ": "; };
     if (!std::isfinite(depth_mm[i]) || depth_mm[i] < 0.0)
-      throw DataError(at + "depth " + fmt(depth_mm[i]) + " mm must be finite and >= 0");
+      throw DataError(at() + "depth " + fmt(depth_mm[i]) + " mm must be finite and >= 0");
     if (i > 0 && !(depth_mm[i] > depth_mm[i - 1]))
-      throw DataError(at + "depth " + fmt(depth_mm[i]) + " mm is not above the previous " +
+      throw DataError(at() + "depth " + fmt(depth_mm[i]) + " mm is not above the previous " +
                       fmt(depth_mm[i - 1]) + " mm (depths must increase strictly)");
     if (!std::isfinite(idd_mev_cm2_g[i]) || idd_mev_cm2_g[i] < 0.0)
-      throw DataError(at + "IDD " + fmt(idd_mev_cm2_g[i]) + " MeV cm2/g must be finite and >= 0");
+      throw DataError(at() + "IDD " + fmt(idd_mev_cm2_g[i]) + " MeV cm2/g must be finite and >= 0");
     peak = std::max(peak, idd_mev_cm2_g[i]);
   }
   if (!(peak > 0.0)) throw DataError(who + ": every IDD value is 0");
@@ -72,7 +72,6 @@ CumulativeDepthDose CumulativeDepthDose::from_idd_samples(const std::vector<doub
     c.cidd_[i] = c.cidd_[i - 1] +
                  kGCm2PerMm * (c.depth_mm_[i] - c.depth_mm_[i - 1]) * 0.5 * (c.idd_[i - 1] + c.idd_[i]);
 
-  c.first_step_mm_ = c.depth_mm_[1] - c.depth_mm_[0];
   if (n >= 3) {
     const double h = c.depth_mm_[2] - c.depth_mm_[1];
     bool uniform = true;
@@ -376,15 +375,15 @@ DepthDoseLibrary DepthDoseLibrary::analytical(std::vector<BeamEnergySpectrum> sp
   });
   for (std::size_t i = 0; i < spectra.size(); ++i) {
     const auto& s = spectra[i];
-    const std::string at = source + ": energy " + energy_label(s.nominal_energy_mev) + ": ";
+    const auto at = [&] { return source + ": energy " + energy_label(s.nominal_energy_mev) + ": "; };
     if (!(s.nominal_energy_mev > 0.0) || !std::isfinite(s.nominal_energy_mev))
-      throw DataError(at + "nominal energy must be > 0");
+      throw DataError(at() + "nominal energy must be > 0");
     if (!(s.mean_energy_mev > 0.0) || !std::isfinite(s.mean_energy_mev))
-      throw DataError(at + "mean energy " + fmt(s.mean_energy_mev) + " MeV must be > 0");
+      throw DataError(at() + "mean energy " + fmt(s.mean_energy_mev) + " MeV must be > 0");
     if (!(s.energy_spread_mev >= 0.0) || !std::isfinite(s.energy_spread_mev))
-      throw DataError(at + "energy spread " + fmt(s.energy_spread_mev) + " MeV must be >= 0");
+      throw DataError(at() + "energy spread " + fmt(s.energy_spread_mev) + " MeV must be >= 0");
     if (i > 0 && s.nominal_energy_mev == spectra[i - 1].nominal_energy_mev)
-      throw DataError(at + "listed twice");
+      throw DataError(at() + "listed twice");
   }
   DepthDoseLibrary lib;
   lib.kind_ = Kind::kAnalyticalBortfeld;

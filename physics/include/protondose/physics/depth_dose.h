@@ -109,7 +109,6 @@ class CumulativeDepthDose {
   std::vector<double> idd_;
   std::vector<double> cidd_;
   double uniform_step_mm_ = 0.0;  ///< > 0 when nodes d_1… are equally spaced (fast lookup)
-  double first_step_mm_ = 0.0;    ///< d_1 − d_0
   double nominal_energy_mev_ = 0.0;
   double r80_mm_ = 0.0, r90_mm_ = 0.0, r20_mm_ = 0.0;
   double peak_depth_mm_ = 0.0, peak_idd_ = 0.0, max_node_idd_ = 0.0;
