@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "protondose/core/error.h"
@@ -94,10 +95,65 @@ TEST(DistalFalloff, LinearFalloffGivesAnalyticR80AndR20) {
   EXPECT_NEAR(f.r20_mm, 58.0, 1e-9);
 }
 
+// Two peaks: 1 Gy at 20 mm, a dip to 0.1 Gy at 30 mm, a distal peak of 0.9 Gy
+// falling linearly from 40 mm to 0 at 50 mm. R80 of the 1 Gy maximum (0.8 Gy)
+// is on the distal peak's edge, at 40 + 10·(0.1/0.9) mm; R20 at 40 + 10·(0.7/0.9).
+TEST(DistalFalloff, DipBetweenPeaksIsNotTheFalloff) {
+  std::vector<ProfilePoint> profile;
+  for (double z = 0; z <= 60; z += 0.5) {
+    double d = 0;
+    if (z <= 20) d = 0.5 + 0.5 * z / 20;
+    else if (z <= 30) d = 1.0 - 0.9 * (z - 20) / 10;
+    else if (z <= 40) d = 0.1 + 0.8 * (z - 30) / 10;
+    else d = std::max(0.0, 0.9 * (1 - (z - 40) / 10));
+    profile.push_back({z, d});
+  }
+  const DistalFalloff f = distal_falloff(profile);
+  EXPECT_NEAR(f.max_position_mm, 20.0, 1e-9);
+  EXPECT_NEAR(f.r80_mm, 40 + 10 * 0.1 / 0.9, 1e-9);
+  EXPECT_NEAR(f.r20_mm, 40 + 10 * 0.7 / 0.9, 1e-9);
+}
+
 TEST(DistalFalloff, ProfileEndingBeforeTheFalloffIsAnInputError) {
   std::vector<ProfilePoint> profile{{0, 0.5}, {1, 1.0}, {2, 0.9}, {3, 0.5}};
   const auto msg = expect_throw_message<InputError>([&] { distal_falloff(profile); });
   EXPECT_NE(msg.find("does not fall below 20 %"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace protondose::compare
+
+namespace protondose::compare {
+namespace {
+
+TEST(BeamAxis, GantryZeroTravelsPosteriorAndNinetyTravelsRightward) {
+  const Vec3 d0 = beam_direction_hfs(0.0, 0.0);
+  EXPECT_NEAR(d0[0], 0.0, 1e-12);
+  EXPECT_NEAR(d0[1], 1.0, 1e-12);
+  const Vec3 d90 = beam_direction_hfs(90.0, 0.0);
+  EXPECT_NEAR(d90[0], -1.0, 1e-12);
+  EXPECT_NEAR(d90[1], 0.0, 1e-12);
+  try {
+    beam_direction_hfs(0.0, 10.0);
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("couch angle 10 deg"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BeamAxis, DepthProfileIsClippedToTheGridAndMeasuredFromTheIsocentre) {
+  // Grid centres y = −10 … 9 mm (extent −10.5 … 9.5); dose = 1 + 0.01·y.
+  const Grid3 g = testing::cube_grid(20, 1.0, {-10, -10, -10});
+  const auto dose = testing::fill(g, [](const Vec3& p) { return 1.0 + 0.01 * p[1]; });
+  const auto profile = depth_profile_along_beam(dose, {0, 2, 0}, {0, 3, 0}, 0.5);
+  ASSERT_GE(profile.size(), 2u);
+  EXPECT_NEAR(profile.front().distance_mm, -12.5, 1e-9);  // y = −10.5
+  EXPECT_NEAR(profile.back().distance_mm, 7.5, 1e-9);     // y = 9.5
+  for (const auto& p : profile) {
+    const double y = std::clamp(2.0 + p.distance_mm, -10.0, 9.0);  // edge voxels held constant
+    EXPECT_NEAR(p.dose_gy, 1.0 + 0.01 * y, 1e-6);
+  }
+  EXPECT_THROW(depth_profile_along_beam(dose, {50, 50, 0}, {0, 1, 0}, 0.5), InputError);
 }
 
 }  // namespace

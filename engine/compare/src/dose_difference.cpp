@@ -116,6 +116,54 @@ std::vector<ProfilePoint> dose_profile(const Volume<float>& dose, const Vec3& st
   return out;
 }
 
+Vec3 beam_direction_hfs(double gantry_deg, double couch_deg) {
+  if (std::abs(couch_deg) > 1e-6) {
+    std::ostringstream m;
+    m << "beam axis for depth profiles: couch angle " << couch_deg
+      << " deg is not supported (only couch 0, head-first supine)";
+    throw UnavailableError(m.str());
+  }
+  constexpr double kPi = 3.14159265358979323846;
+  const double t = gantry_deg * kPi / 180.0;
+  return {-std::sin(t), std::cos(t), 0.0};
+}
+
+std::vector<ProfilePoint> depth_profile_along_beam(const Volume<float>& dose, const Vec3& isocenter_mm,
+                                                   const Vec3& direction, double step_mm) {
+  detail::check_volume(dose, "depth profile volume");
+  const double len = std::sqrt(direction[0] * direction[0] + direction[1] * direction[1] +
+                               direction[2] * direction[2]);
+  if (!(len > 0.0)) throw InputError("depth profile: the beam direction is the zero vector");
+  const Vec3 d{direction[0] / len, direction[1] / len, direction[2] / len};
+  // Clip the line p(t) = iso + t·d to the grid extent (slab method in index space).
+  const Vec3 c0 = dose.grid.continuous_index(isocenter_mm);
+  const Vec3 c1 = dose.grid.continuous_index({isocenter_mm[0] + d[0], isocenter_mm[1] + d[1], isocenter_mm[2] + d[2]});
+  double t_min = -std::numeric_limits<double>::infinity(), t_max = std::numeric_limits<double>::infinity();
+  for (int a = 0; a < 3; ++a) {
+    const double lo = -0.5, hi = dose.grid.size[a] - 0.5, rate = c1[a] - c0[a];
+    if (std::abs(rate) < 1e-12) {
+      if (c0[a] < lo || c0[a] > hi) t_min = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    double ta = (lo - c0[a]) / rate, tb = (hi - c0[a]) / rate;
+    if (ta > tb) std::swap(ta, tb);
+    t_min = std::max(t_min, ta);
+    t_max = std::min(t_max, tb);
+  }
+  if (!(t_max > t_min)) {
+    std::ostringstream m;
+    m << "depth profile: the beam axis through (" << isocenter_mm[0] << ", " << isocenter_mm[1] << ", "
+      << isocenter_mm[2] << ") mm along (" << d[0] << ", " << d[1] << ", " << d[2]
+      << ") does not cross the dose grid";
+    throw InputError(m.str());
+  }
+  const Vec3 start{isocenter_mm[0] + t_min * d[0], isocenter_mm[1] + t_min * d[1], isocenter_mm[2] + t_min * d[2]};
+  const Vec3 end{isocenter_mm[0] + t_max * d[0], isocenter_mm[1] + t_max * d[1], isocenter_mm[2] + t_max * d[2]};
+  std::vector<ProfilePoint> profile = dose_profile(dose, start, end, step_mm);
+  for (ProfilePoint& p : profile) p.distance_mm += t_min;
+  return profile;
+}
+
 DistalFalloff distal_falloff(const std::vector<ProfilePoint>& profile) {
   if (profile.size() < 2) {
     std::ostringstream m;
@@ -133,21 +181,29 @@ DistalFalloff distal_falloff(const std::vector<ProfilePoint>& profile) {
     m << "distal falloff: the profile maximum is " << f.max_dose_gy << " Gy; no falloff to measure";
     throw InputError(m.str());
   }
-  // First distal crossing of `level`, linear between the two samples around it.
+  // Distal-most crossing of `level`: the last sample at or above it, then linear
+  // interpolation to the next one. Taking the last crossing (not the first one
+  // after the maximum) keeps a dip between peaks or noise on a plateau from
+  // being mistaken for the distal falloff.
   auto crossing = [&](double fraction) {
     const double level = fraction * f.max_dose_gy;
-    for (std::size_t n = peak + 1; n < profile.size(); ++n) {
-      if (profile[n].dose_gy < level) {
-        const ProfilePoint& a = profile[n - 1];
-        const ProfilePoint& b = profile[n];
-        return a.distance_mm + (a.dose_gy - level) / (a.dose_gy - b.dose_gy) * (b.distance_mm - a.distance_mm);
+    std::size_t last = peak;
+    for (std::size_t n = profile.size(); n-- > peak;) {
+      if (profile[n].dose_gy >= level) {
+        last = n;
+        break;
       }
     }
-    std::ostringstream m;
-    m << "distal falloff: the profile does not fall below " << 100 * fraction << " % of its maximum ("
-      << f.max_dose_gy << " Gy at " << f.max_position_mm << " mm) before its end at "
-      << profile.back().distance_mm << " mm";
-    throw InputError(m.str());
+    if (last + 1 >= profile.size()) {
+      std::ostringstream m;
+      m << "distal falloff: the profile does not fall below " << 100 * fraction << " % of its maximum ("
+        << f.max_dose_gy << " Gy at " << f.max_position_mm << " mm) before its end at "
+        << profile.back().distance_mm << " mm";
+      throw InputError(m.str());
+    }
+    const ProfilePoint& a = profile[last];
+    const ProfilePoint& b = profile[last + 1];
+    return a.distance_mm + (a.dose_gy - level) / (a.dose_gy - b.dose_gy) * (b.distance_mm - a.distance_mm);
   };
   f.r80_mm = crossing(0.8);
   f.r20_mm = crossing(0.2);

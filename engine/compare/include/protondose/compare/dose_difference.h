@@ -63,6 +63,21 @@ struct ProfilePoint {
 std::vector<ProfilePoint> dose_profile(const Volume<float>& dose, const Vec3& start_mm,
                                        const Vec3& end_mm, double step_mm);
 
+/// Direction of travel (unit vector, DICOM patient frame) of a beam at IEC
+/// gantry angle `gantry_deg` for a head-first-supine patient and couch angle 0:
+/// (−sin θ, cos θ, 0) — gantry 0 enters anteriorly and travels +y (posterior),
+/// gantry 90 enters from the patient's left and travels −x. Throws
+/// UnavailableError for a couch angle other than 0 (not implemented).
+Vec3 beam_direction_hfs(double gantry_deg, double couch_deg);
+
+/// Dose along the line through `isocenter_mm` in direction `direction` (need
+/// not be normalised), clipped to the grid's extent, sampled every step_mm.
+/// distance_mm of each point is the signed distance from the isocentre along
+/// the direction (negative upstream). Throws InputError if the line misses the
+/// grid, the direction is zero or step_mm is not > 0.
+std::vector<ProfilePoint> depth_profile_along_beam(const Volume<float>& dose, const Vec3& isocenter_mm,
+                                                   const Vec3& direction, double step_mm);
+
 /// Distal falloff of a depth-dose profile.
 struct DistalFalloff {
   double max_dose_gy = 0.0;       ///< profile maximum (Gy)
@@ -71,8 +86,10 @@ struct DistalFalloff {
   double r20_mm = 0.0;            ///< distal position where the dose falls to 20 % of the maximum (mm)
 };
 
-/// R80 and R20: the first positions beyond the maximum sample where the dose
-/// falls below 80 % and 20 % of the maximum, linear between samples. Throws InputError if the profile has fewer than two
+/// R80 and R20: the distal-most positions where the dose falls below 80 % and
+/// 20 % of the profile maximum (after the last sample at or above the level,
+/// linear between samples), so a dip between Bragg peaks of several energies
+/// or noise on a plateau is not taken for the falloff. Throws InputError if the profile has fewer than two
 /// points, its maximum is not positive, or it does not fall below 20 % of the
 /// maximum distal to it (the profile ends too early).
 DistalFalloff distal_falloff(const std::vector<ProfilePoint>& profile);
