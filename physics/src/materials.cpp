@@ -8,25 +8,60 @@
 namespace protondose::physics {
 namespace {
 
-struct ElementX0 {
+struct Element {
   const char* symbol;
-  double radiation_length_g_cm2;
+  double radiation_length_g_cm2;  // PDG X0
+  int z;                          // atomic number
+  double a;                       // standard atomic weight, g/mol
 };
 
 // Elemental radiation lengths, g/cm², from the PDG tables "Atomic and nuclear
-// properties of materials" (pdg.lbl.gov/AtomicNuclearProperties).
-constexpr ElementX0 kElementX0[] = {
-    {"H", 63.04},  {"C", 42.70},  {"N", 37.99},  {"O", 34.24},
-    {"Na", 27.74}, {"Mg", 25.03}, {"P", 21.21},  {"S", 19.50},
-    {"Cl", 19.28}, {"Ar", 19.55}, {"K", 17.32},  {"Ca", 16.14},
+// properties of materials" (pdg.lbl.gov/AtomicNuclearProperties); standard
+// atomic weights (IUPAC, abridged).
+constexpr Element kElements[] = {
+    {"H", 63.04, 1, 1.008},     {"C", 42.70, 6, 12.011},   {"N", 37.99, 7, 14.007},
+    {"O", 34.24, 8, 15.999},    {"Na", 27.74, 11, 22.990}, {"Mg", 25.03, 12, 24.305},
+    {"P", 21.21, 15, 30.974},   {"S", 19.50, 16, 32.06},   {"Cl", 19.28, 17, 35.45},
+    {"Ar", 19.55, 18, 39.948},  {"K", 17.32, 19, 39.098},  {"Ca", 16.14, 20, 40.078},
 };
 
-double element_x0(const std::string& symbol) {
-  for (const auto& e : kElementX0) {
-    if (symbol == e.symbol) return e.radiation_length_g_cm2;
+const Element& element(const std::string& symbol, const char* what) {
+  for (const auto& e : kElements) {
+    if (symbol == e.symbol) return e;
   }
-  throw InputError("radiation length: unknown element '" + symbol +
+  throw InputError(std::string(what) + ": unknown element '" + symbol +
                    "' (supported: H C N O Na Mg P S Cl Ar K Ca)");
+}
+
+// Gottschalk 2010: 1/X_S per unit mass fraction of an element, cm²/g.
+double inverse_scattering_length_cm2_g(const Element& e) {
+  constexpr double kFineStructure = 1.0 / 137.035999;
+  constexpr double kAvogadro = 6.02214076e23;     // 1/mol
+  constexpr double kElectronRadiusCm = 2.8179403e-13;
+  const double z = e.z;
+  return kFineStructure * kAvogadro * kElectronRadiusCm * kElectronRadiusCm * z * z / e.a *
+         (2.0 * std::log(33219.0 * std::pow(e.a * z, -1.0 / 3.0)) - 1.0);
+}
+
+// Σ w_i f(element_i) / Σ w_i, validating the fractions.
+template <typename F>
+double weighted_mean(const std::vector<std::pair<std::string, double>>& mass_fractions, const char* what, F f) {
+  double weight_sum = 0.0;
+  double sum = 0.0;
+  for (const auto& [symbol, fraction] : mass_fractions) {
+    if (!(fraction >= 0.0) || !std::isfinite(fraction)) {
+      std::ostringstream msg;
+      msg << what << ": mass fraction of " << symbol << " is " << fraction
+          << "; expected a finite value >= 0";
+      throw InputError(msg.str());
+    }
+    sum += fraction * f(element(symbol, what));
+    weight_sum += fraction;
+  }
+  if (!(weight_sum > 0.0)) {
+    throw InputError(std::string(what) + ": the mass fractions sum to 0; expected a positive sum");
+  }
+  return sum / weight_sum;
 }
 
 using Composition = std::vector<std::pair<std::string, double>>;
@@ -49,38 +84,33 @@ const Composition kCorticalBone = {{"H", 3.4}, {"C", 15.5}, {"N", 4.2},  {"O", 4
 const Composition kPmma = {{"H", 8.0541}, {"C", 59.9846}, {"O", 31.9613}};
 const Composition kPolycarbonate = {{"H", 5.5491}, {"C", 75.5751}, {"O", 18.8758}};
 
+ReferenceMaterial make_material(const char* name, double density_g_cm3, const Composition& composition) {
+  return {name, density_g_cm3, mixture_radiation_length_g_cm2(composition),
+          mixture_scattering_length_g_cm2(composition)};
+}
+
 std::vector<ReferenceMaterial> build_reference_tissues() {
   // Densities: air 0.00120479 (PDG); lung 0.26 g/cm³ (ICRU 46 inflated lung);
   // adipose 0.95, muscle 1.05, cortical bone 1.92 (Woodard & White 1986).
   return {
-      {"air", 0.00120479, mixture_radiation_length_g_cm2(kAir)},
-      {"lung", 0.26, mixture_radiation_length_g_cm2(kLung)},
-      {"adipose tissue", 0.95, mixture_radiation_length_g_cm2(kAdipose)},
-      {"water", 1.0, mixture_radiation_length_g_cm2(kWater)},
-      {"skeletal muscle", 1.05, mixture_radiation_length_g_cm2(kMuscle)},
-      {"cortical bone", 1.92, mixture_radiation_length_g_cm2(kCorticalBone)},
+      make_material("air", 0.00120479, kAir),
+      make_material("lung", 0.26, kLung),
+      make_material("adipose tissue", 0.95, kAdipose),
+      make_material("water", 1.0, kWater),
+      make_material("skeletal muscle", 1.05, kMuscle),
+      make_material("cortical bone", 1.92, kCorticalBone),
   };
 }
 
 }  // namespace
 
 double mixture_radiation_length_g_cm2(const std::vector<std::pair<std::string, double>>& mass_fractions) {
-  double weight_sum = 0.0;
-  double inverse_x0_sum = 0.0;
-  for (const auto& [symbol, fraction] : mass_fractions) {
-    if (!(fraction >= 0.0) || !std::isfinite(fraction)) {
-      std::ostringstream msg;
-      msg << "radiation length: mass fraction of " << symbol << " is " << fraction
-          << "; expected a finite value >= 0";
-      throw InputError(msg.str());
-    }
-    inverse_x0_sum += fraction / element_x0(symbol);
-    weight_sum += fraction;
-  }
-  if (!(weight_sum > 0.0)) {
-    throw InputError("radiation length: the mass fractions sum to 0; expected a positive sum");
-  }
-  return weight_sum / inverse_x0_sum;
+  return 1.0 / weighted_mean(mass_fractions, "radiation length",
+                             [](const Element& e) { return 1.0 / e.radiation_length_g_cm2; });
+}
+
+double mixture_scattering_length_g_cm2(const std::vector<std::pair<std::string, double>>& mass_fractions) {
+  return 1.0 / weighted_mean(mass_fractions, "scattering length", inverse_scattering_length_cm2_g);
 }
 
 const std::vector<ReferenceMaterial>& reference_tissues() {
@@ -88,26 +118,38 @@ const std::vector<ReferenceMaterial>& reference_tissues() {
   return tissues;
 }
 
-ReferenceMaterial pmma() { return {"PMMA", 1.19, mixture_radiation_length_g_cm2(kPmma)}; }
+ReferenceMaterial pmma() { return make_material("PMMA", 1.19, kPmma); }
 
-ReferenceMaterial polycarbonate() {
-  return {"polycarbonate (Lexan)", 1.20, mixture_radiation_length_g_cm2(kPolycarbonate)};
-}
+ReferenceMaterial polycarbonate() { return make_material("polycarbonate (Lexan)", 1.20, kPolycarbonate); }
 
-double radiation_length_g_cm2(double density_g_cm3) {
+namespace {
+
+// Piecewise-linear interpolation in density between the tissue anchors; ends
+// assigned to air and cortical bone (see materials.h).
+double interpolate_tissues(double density_g_cm3, const char* what, double ReferenceMaterial::*field) {
   if (!std::isfinite(density_g_cm3) || !(density_g_cm3 > 0.0)) {
     std::ostringstream msg;
-    msg << "radiation length: mass density " << density_g_cm3
+    msg << what << ": mass density " << density_g_cm3
         << " g/cm3 is not valid; expected a finite density > 0 g/cm3";
     throw InputError(msg.str());
   }
   const auto& t = reference_tissues();
-  if (density_g_cm3 <= t.front().density_g_cm3) return t.front().radiation_length_g_cm2;
-  if (density_g_cm3 >= t.back().density_g_cm3) return t.back().radiation_length_g_cm2;
+  if (density_g_cm3 <= t.front().density_g_cm3) return t.front().*field;
+  if (density_g_cm3 >= t.back().density_g_cm3) return t.back().*field;
   std::size_t i = 1;
   while (t[i].density_g_cm3 < density_g_cm3) ++i;
   const double f = (density_g_cm3 - t[i - 1].density_g_cm3) / (t[i].density_g_cm3 - t[i - 1].density_g_cm3);
-  return t[i - 1].radiation_length_g_cm2 + f * (t[i].radiation_length_g_cm2 - t[i - 1].radiation_length_g_cm2);
+  return t[i - 1].*field + f * (t[i].*field - t[i - 1].*field);
+}
+
+}  // namespace
+
+double radiation_length_g_cm2(double density_g_cm3) {
+  return interpolate_tissues(density_g_cm3, "radiation length", &ReferenceMaterial::radiation_length_g_cm2);
+}
+
+double scattering_length_g_cm2(double density_g_cm3) {
+  return interpolate_tissues(density_g_cm3, "scattering length", &ReferenceMaterial::scattering_length_g_cm2);
 }
 
 }  // namespace protondose::physics

@@ -49,12 +49,13 @@ void require_positive(const RangeShifter& rs, const char* what, double value, co
 
 RangeShifterMaterial pmma_range_shifter_material() {
   const ReferenceMaterial m = pmma();
-  return {m.name, m.density_g_cm3, m.radiation_length_g_cm2, 34.3 / 29.2};
+  return {m.name, m.density_g_cm3, m.radiation_length_g_cm2, m.scattering_length_g_cm2, 34.3 / 29.2};
 }
 
 RangeShifterMaterial polycarbonate_range_shifter_material() {
   const ReferenceMaterial m = polycarbonate();
-  return {m.name, m.density_g_cm3, m.radiation_length_g_cm2, bethe_rsp_at_100_mev(m.density_g_cm3, 0.52697, 73.1)};
+  return {m.name, m.density_g_cm3, m.radiation_length_g_cm2, m.scattering_length_g_cm2,
+          bethe_rsp_at_100_mev(m.density_g_cm3, 0.52697, 73.1)};
 }
 
 double RangeShifter::physical_thickness_mm() const {
@@ -65,6 +66,7 @@ void validate(const RangeShifter& rs) {
   require_positive(rs, "water-equivalent thickness", rs.water_equivalent_thickness_mm, "mm");
   require_positive(rs, "material density", rs.material.density_g_cm3, "g/cm3");
   require_positive(rs, "radiation length", rs.material.radiation_length_g_cm2, "g/cm2");
+  require_positive(rs, "scattering length", rs.material.scattering_length_g_cm2, "g/cm2");
   require_positive(rs, "relative stopping power", rs.material.relative_stopping_power, "");
 }
 
@@ -92,7 +94,7 @@ FermiEygesMoments range_shifter_exit_moments(const RangeShifter& rs, double ener
   for (int i = 0; i < steps; ++i) {
     const double e_mid = residual_energy_mev(energy_in_mev, (i + 0.5) * step_mm * wet_per_mm);
     moments = advance(moments, step_mm, rs.material.density_g_cm3, rs.material.radiation_length_g_cm2,
-                      e_mid, options);
+                      e_mid, options, rs.material.scattering_length_g_cm2);
   }
   return moments;
 }

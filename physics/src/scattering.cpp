@@ -5,20 +5,21 @@
 #include <sstream>
 
 #include "protondose/core/error.h"
+#include "protondose/physics/materials.h"
 
 namespace protondose::physics {
 namespace {
 
 // Highland's constant for the projected-angle width (Highland, NIM 129:497, 1975).
 constexpr double kHighlandEsMev = 14.1;
-// Gottschalk's E_s for the differential Highland formula (Med Phys 37:352, 2010).
-constexpr double kDifferentialHighlandEsMev = 15.0;
+// Gottschalk's E_s for the differential Molière formula (Med Phys 37:352, 2010).
+constexpr double kDifferentialEsMev = 15.0;
 // X0 is in g/cm², path lengths in mm: ρ[g/cm³]·Δs[mm] / X0[g/cm²] needs 1/10.
 constexpr double kMmPerCm = 10.0;
 
-// Gottschalk 2010, eq. (23): single-scattering correction of the differential
-// Highland formula; pv and p1v1 in MeV.
-double differential_highland_factor(double pv_mev, double incident_pv_mev) {
+// Gottschalk 2010: single-scattering correction f_dM of the differential
+// Molière formula; pv and p1v1 in MeV.
+double differential_moliere_factor(double pv_mev, double incident_pv_mev) {
   const double ratio = pv_mev / incident_pv_mev;
   const double one_minus_ratio2 = 1.0 - ratio * ratio;
   // At the very entrance (pv = p1v1) the logarithm diverges to −∞; the factor
@@ -42,43 +43,63 @@ const char* scattering_power_model_name(ScatteringPowerModel model) noexcept {
   switch (model) {
     case ScatteringPowerModel::kFermiRossiHighland: return "fermi-rossi-highland";
     case ScatteringPowerModel::kDifferentialHighland: return "differential-highland";
+    case ScatteringPowerModel::kDifferentialMoliere: return "differential-moliere";
   }
   return "unknown";
 }
 
 ScatteringOptions ScatteringOptions::fermi_rossi_highland() { return ScatteringOptions{}; }
 
-ScatteringOptions ScatteringOptions::differential_highland(double incident_energy_mev) {
+ScatteringOptions ScatteringOptions::differential(ScatteringPowerModel model, double incident_energy_mev) {
   if (!std::isfinite(incident_energy_mev) || !(incident_energy_mev > 0.0)) {
     std::ostringstream msg;
-    msg << "differential Highland scattering: incident kinetic energy " << incident_energy_mev
+    msg << scattering_power_model_name(model) << " scattering: incident kinetic energy " << incident_energy_mev
         << " MeV is not valid; expected a finite energy > 0 MeV";
     throw InputError(msg.str());
   }
   ScatteringOptions options;
-  options.model_ = ScatteringPowerModel::kDifferentialHighland;
+  options.model_ = model;
   options.incident_pv_mev_ = proton_pv_mev(incident_energy_mev);
   return options;
 }
 
+ScatteringOptions ScatteringOptions::differential_highland(double incident_energy_mev) {
+  return differential(ScatteringPowerModel::kDifferentialHighland, incident_energy_mev);
+}
+
+ScatteringOptions ScatteringOptions::differential_moliere(double incident_energy_mev) {
+  return differential(ScatteringPowerModel::kDifferentialMoliere, incident_energy_mev);
+}
+
 ScatteringOptions ScatteringOptions::make(ScatteringPowerModel model, double incident_energy_mev) {
-  if (model == ScatteringPowerModel::kDifferentialHighland) {
-    return differential_highland(incident_energy_mev);
-  }
-  return fermi_rossi_highland();
+  if (model == ScatteringPowerModel::kFermiRossiHighland) return fermi_rossi_highland();
+  return differential(model, incident_energy_mev);
 }
 
 double scattering_power_rad2_per_mm(double energy_mev, double density_g_cm3,
-                                    double radiation_length_g_cm2, const ScatteringOptions& options) {
+                                    double radiation_length_g_cm2, const ScatteringOptions& options,
+                                    double scattering_length_g_cm2) {
   const double pv = proton_pv_mev(energy_mev);
-  const double thickness_per_mm_in_x0 = density_g_cm3 / (radiation_length_g_cm2 * kMmPerCm);
-  if (options.model() == ScatteringPowerModel::kDifferentialHighland) {
-    const double es_over_pv = kDifferentialHighlandEsMev / pv;
-    return differential_highland_factor(pv, options.incident_pv_mev()) * es_over_pv * es_over_pv *
-           thickness_per_mm_in_x0;
+  switch (options.model()) {
+    case ScatteringPowerModel::kFermiRossiHighland: {
+      const double es_over_pv = kHighlandEsMev / pv;
+      return es_over_pv * es_over_pv * density_g_cm3 / (radiation_length_g_cm2 * kMmPerCm);
+    }
+    case ScatteringPowerModel::kDifferentialHighland: {
+      const double es_over_pv = kDifferentialEsMev / pv;
+      return differential_moliere_factor(pv, options.incident_pv_mev()) * es_over_pv * es_over_pv *
+             density_g_cm3 / (radiation_length_g_cm2 * kMmPerCm);
+    }
+    case ScatteringPowerModel::kDifferentialMoliere: {
+      if (!(density_g_cm3 > 0.0)) return 0.0;  // vacuum: no scattering, and no tissue to look up
+      const double xs = scattering_length_g_cm2 > 0.0 ? scattering_length_g_cm2
+                                                      : physics::scattering_length_g_cm2(density_g_cm3);
+      const double es_over_pv = kDifferentialEsMev / pv;
+      return differential_moliere_factor(pv, options.incident_pv_mev()) * es_over_pv * es_over_pv *
+             density_g_cm3 / (xs * kMmPerCm);
+    }
   }
-  const double es_over_pv = kHighlandEsMev / pv;
-  return es_over_pv * es_over_pv * thickness_per_mm_in_x0;
+  return 0.0;
 }
 
 double FermiEygesMoments::sigma_mm() const { return std::sqrt(std::max(a2_mm2, 0.0)); }
@@ -95,11 +116,12 @@ FermiEygesMoments drift(const FermiEygesMoments& m, double step_mm) {
 
 FermiEygesMoments advance(const FermiEygesMoments& m, double step_mm, double density_g_cm3,
                           double radiation_length_g_cm2, double energy_mev,
-                          const ScatteringOptions& options) {
+                          const ScatteringOptions& options, double scattering_length_g_cm2) {
   // With T constant over [z, z + Δz], the integrals over the new interval give
   // ∫T dz' = TΔz, ∫T(z+Δz−z')dz' = TΔz²/2, ∫T(z+Δz−z')²dz' = TΔz³/3, and the
   // old moments are carried to the new plane by (z − z') → (z − z') + Δz.
-  const double t = scattering_power_rad2_per_mm(energy_mev, density_g_cm3, radiation_length_g_cm2, options);
+  const double t = scattering_power_rad2_per_mm(energy_mev, density_g_cm3, radiation_length_g_cm2, options,
+                                                scattering_length_g_cm2);
   const double dz = step_mm;
   FermiEygesMoments out = drift(m, dz);
   out.a0_rad2 += t * dz;

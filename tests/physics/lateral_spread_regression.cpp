@@ -194,6 +194,17 @@ TEST(LateralSpreadRegression, DefaultModelWithinTwoTenthsMmOrFivePercentOfMonteC
 
 // Gottschalk's differential Highland meets the requirement at 70–200 MeV but
 // overshoots at the Bragg peak at 230 MeV (+0.55 mm; docs/validation/lateral-spread.md).
+// Gottschalk's differential Molière (with the scattering length X_S) scatters
+// less than the Fermi–Rossi default in water (MCS σ at the peak ~7–12 % smaller):
+// it meets the requirement at 70 and 100 MeV and falls short of the MC core σ
+// above (worst 1.6 × tolerance at 230 MeV).
+TEST(LateralSpreadRegression, DifferentialMoliereWithinRequirementUpTo100MeV) {
+  for (const EnergyResult& r : run_model(ScatteringPowerModel::kDifferentialMoliere)) {
+    ASSERT_GE(r.rows, 8u);
+    EXPECT_LE(r.worst_ratio, r.energy_mev <= 100 ? 1.0 : 1.7) << r.energy_mev << " MeV";
+  }
+}
+
 TEST(LateralSpreadRegression, DifferentialHighlandWithinRequirementUpTo200MeV) {
   for (const EnergyResult& r : run_model(ScatteringPowerModel::kDifferentialHighland)) {
     ASSERT_GE(r.rows, 8u);

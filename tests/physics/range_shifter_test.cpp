@@ -77,6 +77,11 @@ TEST(RangeShifter, SpotWideningMatchesMcsquareReferenceAt150MeV) {
       rs_3cm(), mean_energy, 135.9, ScatteringOptions::differential_highland(mean_energy));
   std::cout << "[ RS_3CM  ] differential Highland: " << std::sqrt(sigma_air * sigma_air + added_dh) << " mm\n";
   EXPECT_NEAR(std::sqrt(sigma_air * sigma_air + added_dh), 4.74, 0.15);
+  const double added_dm = range_shifter_added_variance_mm2(
+      rs_3cm(), mean_energy, 135.9, ScatteringOptions::differential_moliere(mean_energy));
+  std::cout << "[ RS_3CM  ] differential Moliere: " << std::sqrt(sigma_air * sigma_air + added_dm) << " mm\n";
+  EXPECT_LT(added_dm, added);  // X_S > X0: less scattering than the default
+  EXPECT_NEAR(std::sqrt(sigma_air * sigma_air + added_dm), 4.74, 0.25);
 }
 
 TEST(RangeShifter, AddedVarianceGrowsWithTheAirGap) {
@@ -128,6 +133,9 @@ TEST(RangeShifter, InvalidParametersAreInputErrors) {
   }
   rs = rs_3cm();
   rs.material.radiation_length_g_cm2 = 0.0;
+  EXPECT_THROW(validate(rs), InputError);
+  rs = rs_3cm();
+  rs.material.scattering_length_g_cm2 = -3.0;
   EXPECT_THROW(validate(rs), InputError);
   rs = rs_3cm();
   rs.material.relative_stopping_power = std::nan("");

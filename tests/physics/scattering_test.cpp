@@ -187,6 +187,27 @@ TEST(Scattering, DifferentialHighlandFactorFollowsGottschalk) {
   EXPECT_GE(scattering_power_rad2_per_mm(energy_for_pv(pv1), 1.0, kWaterRadiationLengthGCm2, dh), 0.0);
 }
 
+TEST(Scattering, DifferentialMoliereUsesScatteringLength) {
+  // Same f_dM and E_s as kDifferentialHighland; only X_S replaces X0.
+  const double e_in = 200.0;
+  const double e = 120.0;
+  const double t_dh = scattering_power_rad2_per_mm(e, 1.0, kWaterRadiationLengthGCm2,
+                                                   ScatteringOptions::differential_highland(e_in));
+  const double t_dm = scattering_power_rad2_per_mm(e, 1.0, kWaterRadiationLengthGCm2,
+                                                   ScatteringOptions::differential_moliere(e_in));
+  ASSERT_GT(t_dh, 0.0);
+  EXPECT_NEAR(t_dm / t_dh, kWaterRadiationLengthGCm2 / scattering_length_g_cm2(1.0), 1e-12);
+  EXPECT_NEAR(t_dm / t_dh, 36.08 / 46.88, 0.002);
+  // An explicit X_S overrides the tissue lookup.
+  const double t_explicit = scattering_power_rad2_per_mm(e, 1.19, 40.55, ScatteringOptions::differential_moliere(e_in), 53.76);
+  EXPECT_NEAR(t_explicit / t_dh, 1.19 / 53.76 * kWaterRadiationLengthGCm2, 1e-9);
+  // Vacuum scatters nothing.
+  EXPECT_EQ(scattering_power_rad2_per_mm(e, 0.0, kWaterRadiationLengthGCm2, ScatteringOptions::differential_moliere(e_in)), 0.0);
+  EXPECT_EQ(ScatteringOptions::make(ScatteringPowerModel::kDifferentialMoliere, e_in).model(),
+            ScatteringPowerModel::kDifferentialMoliere);
+  EXPECT_STREQ(scattering_power_model_name(ScatteringPowerModel::kDifferentialMoliere), "differential-moliere");
+}
+
 TEST(Scattering, DifferentialHighlandRejectsInvalidIncidentEnergy) {
   for (double bad : {0.0, -5.0, std::nan("")}) {
     try {
@@ -200,6 +221,12 @@ TEST(Scattering, DifferentialHighlandRejectsInvalidIncidentEnergy) {
   EXPECT_EQ(ScatteringOptions::make(ScatteringPowerModel::kFermiRossiHighland, -1.0).model(),
             ScatteringPowerModel::kFermiRossiHighland);
   EXPECT_THROW((void)ScatteringOptions::make(ScatteringPowerModel::kDifferentialHighland, -1.0), InputError);
+  try {
+    (void)ScatteringOptions::differential_moliere(0.0);
+    ADD_FAILURE() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("differential-moliere"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Materials, WaterAirAndPlasticsMatchPdgRadiationLengths) {
@@ -213,6 +240,21 @@ TEST(Materials, WaterAirAndPlasticsMatchPdgRadiationLengths) {
   EXPECT_NEAR(radiation_length_g_cm2(1.0), 36.08, 0.02);
   for (std::size_t i = 1; i < t.size(); ++i) EXPECT_GT(t[i].density_g_cm3, t[i - 1].density_g_cm3);
   EXPECT_LT(t[5].radiation_length_g_cm2, 30.0);  // cortical bone: Ca and P
+}
+
+TEST(Materials, ScatteringLengthsFollowGottschalk) {
+  // Gottschalk 2010 gives X_S = 46.88 g/cm² for water.
+  EXPECT_NEAR(reference_tissues()[3].scattering_length_g_cm2, kWaterScatteringLengthGCm2, 0.05);
+  EXPECT_NEAR(scattering_length_g_cm2(1.0), 46.88, 0.05);
+  EXPECT_NEAR(pmma().scattering_length_g_cm2, 53.76, 0.05);
+  // X_S/X0 ~1.2–1.35 for tissues; lowest for bone (higher Z).
+  for (const auto& t : reference_tissues()) {
+    const double ratio = t.scattering_length_g_cm2 / t.radiation_length_g_cm2;
+    EXPECT_GT(ratio, 1.2) << t.name;
+    EXPECT_LT(ratio, 1.36) << t.name;
+  }
+  EXPECT_THROW((void)scattering_length_g_cm2(-1.0), InputError);
+  EXPECT_THROW((void)mixture_scattering_length_g_cm2({{"Zz", 1.0}}), InputError);
 }
 
 TEST(Materials, RadiationLengthOfDensityInterpolatesAndAssignsEnds) {

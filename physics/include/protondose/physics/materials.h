@@ -14,12 +14,17 @@ namespace protondose::physics {
 /// properties of materials": water, liquid, X0 = 36.08 g/cm²).
 inline constexpr double kWaterRadiationLengthGCm2 = 36.08;
 
-/// A reference material: name, nominal mass density (g/cm³) and radiation
-/// length (g/cm²) computed from its elemental composition by Bragg additivity.
+/// Scattering length of liquid water, g/cm² (Gottschalk, Med Phys 37:352,
+/// 2010: X_S = 46.88 g/cm²; mixture_scattering_length_g_cm2 reproduces it).
+inline constexpr double kWaterScatteringLengthGCm2 = 46.88;
+
+/// A reference material: name, nominal mass density (g/cm³), radiation length
+/// and scattering length (g/cm²) computed from its elemental composition.
 struct ReferenceMaterial {
   std::string name;
   double density_g_cm3;           ///< nominal mass density, g/cm³
   double radiation_length_g_cm2;  ///< X0, g/cm²
+  double scattering_length_g_cm2; ///< X_S (Gottschalk 2010), g/cm²
 };
 
 /// Radiation length of a mixture by Bragg additivity, 1/X0 = Σ w_i / X0_i
@@ -29,6 +34,12 @@ struct ReferenceMaterial {
 ///        normalised to their sum. Supported elements: H C N O Na Mg P S Cl Ar K Ca.
 /// \throws InputError for an unknown element, a negative fraction or a zero sum.
 double mixture_radiation_length_g_cm2(
+    const std::vector<std::pair<std::string, double>>& mass_fractions);
+
+/// Scattering length X_S of a mixture (Gottschalk, Med Phys 37:352, 2010,
+/// eq. for X_S): 1/X_S = α N_A r_e² Σ w_i (Z_i²/A_i) [2 ln(33219 (A_i Z_i)^(−1/3)) − 1].
+/// Same arguments and errors as mixture_radiation_length_g_cm2.
+double mixture_scattering_length_g_cm2(
     const std::vector<std::pair<std::string, double>>& mass_fractions);
 
 /// The tissue anchors used by radiation_length_g_cm2(density), in increasing
@@ -48,5 +59,10 @@ ReferenceMaterial polycarbonate();
 /// (a documented material assignment: denser voxels are treated as bone).
 /// \throws InputError when density_g_cm3 is not finite or not > 0.
 double radiation_length_g_cm2(double density_g_cm3);
+
+/// Scattering length (g/cm²) of body tissue of the given mass density, by the
+/// same interpolation and end assignments as radiation_length_g_cm2(density).
+/// \throws InputError when density_g_cm3 is not finite or not > 0.
+double scattering_length_g_cm2(double density_g_cm3);
 
 }  // namespace protondose::physics

@@ -16,16 +16,19 @@ struct RangeShifterMaterial {
   std::string name;
   double density_g_cm3 = 0.0;           ///< mass density, g/cm³ (> 0)
   double radiation_length_g_cm2 = 0.0;  ///< X0, g/cm² (> 0)
+  double scattering_length_g_cm2 = 0.0; ///< X_S (Gottschalk 2010), g/cm² (> 0)
   /// Stopping power relative to water (dimensionless, > 0): physical
   /// thickness = WET / relative_stopping_power.
   double relative_stopping_power = 0.0;
 };
 
-/// PMMA: ρ = 1.19 g/cm³, X0 from its composition (materials.h, 40.55 g/cm²),
+/// PMMA: ρ = 1.19 g/cm³, X0 and X_S from its composition (materials.h,
+/// 40.55 and 53.76 g/cm²),
 /// relative stopping power 1.1747 = 34.3 mm WET / 29.2 mm, the PMMA/water
 /// ratio MCsquare applies at 100 MeV (shared/reference/README.md, RS_3CM).
 RangeShifterMaterial pmma_range_shifter_material();
-/// Polycarbonate (Lexan): ρ = 1.20 g/cm³, X0 from its composition (41.5 g/cm²),
+/// Polycarbonate (Lexan): ρ = 1.20 g/cm³, X0 and X_S from its composition
+/// (41.51 and 55.05 g/cm²),
 /// relative stopping power 1.143: Bethe's formula at 100 MeV with the PDG
 /// mean excitation energies and Z/A (polycarbonate 73.1 eV, 0.52697; water
 /// 75.0 eV, 0.55509), as computed in range_shifter.cpp.
@@ -43,7 +46,7 @@ struct RangeShifter {
 
 /// Validates a range shifter.
 /// \throws InputError naming the id and the value for a non-finite or
-///         non-positive WET, density, X0 or relative stopping power.
+///         non-positive WET, density, X0, X_S or relative stopping power.
 void validate(const RangeShifter& range_shifter);
 
 /// Mean kinetic energy (MeV) behind the shifter: residual_energy_mev(E, WET)
