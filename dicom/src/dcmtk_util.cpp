@@ -1,14 +1,17 @@
 #include "dcmtk_util.h"
 
 #include <dcmtk/dcmdata/dcuid.h>
+#include <dcmtk/oflog/oflog.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <ctime>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "protondose/core/error.h"
@@ -34,7 +37,24 @@ Where Where::with(const std::string& more) const {
   return w;
 }
 
+namespace {
+
+// DCMTK logs every parse problem ("E: DcmElement: ... larger than remaining
+// bytes") to stderr; the same reason is in the exception we throw, so the log
+// is noise on the terminal. dicom/ is the only DCMTK user, so it owns this
+// setting: DCMTK's logger is set to FATAL once, unless PROTONDOSE_DCMTK_LOG
+// is set (then DCMTK's default, for debugging a file).
+void configure_dcmtk_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("PROTONDOSE_DCMTK_LOG") == nullptr) OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
+  });
+}
+
+}  // namespace
+
 std::unique_ptr<DcmFileFormat> load_file(const std::string& path, bool load_all) {
+  configure_dcmtk_logging();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw IoError("cannot open '" + path + "': no such file");

@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include "dicom_test_util.h"
 #include "protondose/core/error.h"
 #include "protondose/dicom/ct_series.h"
+#include "protondose/dicom/ion_plan.h"
+#include "protondose/dicom/rt_dose.h"
+#include "protondose/dicom/rt_struct.h"
 
 namespace protondose::dicom {
 namespace {
@@ -134,6 +138,39 @@ TEST(CtSeriesWriter, RoundTripsTheReferenceCtBitForBit) {
   EXPECT_EQ(read.hu.data, ct.hu.data);
   EXPECT_EQ(read.series_instance_uid, ct.series_instance_uid);
   EXPECT_EQ(read.frame_of_reference_uid, ct.frame_of_reference_uid);
+}
+
+TEST(CtSeriesReader, SortsSlicesByPositionNotByFileName) {
+  const CtImage ct = synthetic_ct({{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}});
+  const std::string dir = test::scratch_dir();
+  write_ct_series(ct, dir);
+  // Reverse the names: CT.0001 (lowest z) becomes z_4.dcm, sorting last.
+  for (int n = 1; n <= 4; ++n) {
+    char from[32];
+    std::snprintf(from, sizeof from, "/CT.%04d.dcm", n);
+    std::filesystem::rename(dir + from, dir + "/z_" + std::to_string(5 - n) + ".dcm");
+  }
+  const CtImage read = read_ct_series(dir);
+  EXPECT_EQ(read.hu.grid, ct.hu.grid);
+  EXPECT_EQ(read.hu.data, ct.hu.data);
+}
+
+TEST(CtSeriesReader, SharedCasesAreConsistentWithTheirPlanStructuresAndDose) {
+  // Every object of a reference case shares the CT's frame of reference, and
+  // the Monte Carlo dose lies on the CT grid (reference/README.md).
+  for (const std::string name : {"slab_dcpt", "water_dcpt"}) {
+    SCOPED_TRACE(name);
+    const std::string base = "reference/" + name;
+    const CtImage ct = read_ct_series(test::shared(base + "/ct"));
+    const IonPlan plan = read_ion_plan(test::shared(base + "/plan.dcm"));
+    EXPECT_NO_THROW(check_same_frame_of_reference(ct, plan));
+    const RtDose dose = read_rt_dose(test::shared(base + "/mc_dose.dcm"));
+    EXPECT_EQ(dose.frame_of_reference_uid, ct.frame_of_reference_uid);
+    EXPECT_EQ(dose.study_instance_uid, ct.study_instance_uid);
+    EXPECT_EQ(dose.dose_gy.grid, ct.hu.grid);
+    EXPECT_EQ(read_rt_structure_set(test::shared(base + "/rtstruct.dcm")).frame_of_reference_uid,
+              ct.frame_of_reference_uid);
+  }
 }
 
 TEST(CtSeriesWriter, SlicesPassDciodvfyWithoutErrors) {
