@@ -219,17 +219,31 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
   // Pass 1: headers of every CT slice, grouped by series. Non-DICOM and
   // non-CT files are skipped (folders often hold the plan, dose and notes too).
   std::map<std::string, std::vector<SliceHeader>> series;
+  std::map<std::string, int> other_classes;  // SOP class name → files skipped
   for (const auto& path : paths) {
     if (!looks_like_dicom(path)) continue;
     // A file that starts like DICOM but does not parse (truncated, corrupt)
     // is an error, not skipped: it may be a slice of the series.
     auto file = detail::load_file(path, /*load_all=*/false);
-    if (detail::sop_class_of(*file) != UID_CTImageStorage) continue;
+    const std::string sop_class = detail::sop_class_of(*file);
+    if (sop_class != UID_CTImageStorage) {
+      const char* name = dcmFindNameOfUID(sop_class.c_str());
+      ++other_classes[name != nullptr ? name : sop_class];
+      continue;
+    }
     SliceHeader h = read_header(*file, path);
     series[h.series_uid].push_back(std::move(h));
   }
-  if (series.empty())
-    throw InputError("no CT Image Storage files in '" + folder + "'");
+  if (series.empty()) {
+    std::string found;
+    for (const auto& [name, n] : other_classes) found += (found.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+    const std::string message = "no CT Image Storage files in '" + folder + "'" +
+                                (found.empty() ? std::string(" (no DICOM files)") : " (found " + found + ")");
+    // Enhanced (multi-frame) CT is a CT the reader cannot decode, not a missing one.
+    if (other_classes.count("EnhancedCTImageStorage") || other_classes.count("LegacyConvertedEnhancedCTImageStorage"))
+      throw UnavailableError(message + ": Enhanced CT is not supported; export single-frame CT Image Storage");
+    throw InputError(message);
+  }
   std::vector<SliceHeader>* chosen = nullptr;
   if (!series_uid.empty()) {
     const auto it = series.find(series_uid);

@@ -67,7 +67,8 @@ TEST(CtSeriesReader, SkipsNonCtFilesInTheFolder) {
 TEST(CtSeriesReader, RejectsAFolderWithoutCt) {
   const std::string dir = test::scratch_dir();
   std::filesystem::copy_file(shared("reference/water_dcpt/plan.dcm"), dir + "/plan.dcm");
-  EXPECT_THROW_WITH(read_ct_series(dir), InputError, "no CT Image Storage files", dir.c_str());
+  EXPECT_THROW_WITH(read_ct_series(dir), InputError, "no CT Image Storage files", dir.c_str(),
+                    "found 1 RTIonPlanStorage");
 }
 
 TEST(CtSeriesReader, RejectsAMissingFolder) {

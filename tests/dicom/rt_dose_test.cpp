@@ -219,6 +219,22 @@ TEST(RtDoseWriter, BothPixelDepthsReadBackThroughPydicomWithTheSameValues) {
   }
 }
 
+TEST(RtDoseWriter, TakesStudyAndFrameFromTheCtAndPatientFromThePlan) {
+  const IonPlan plan = slab_plan();
+  CtImage ct;  // identity only; the writer does not use the pixels
+  ct.frame_of_reference_uid = plan.frame_of_reference_uid;
+  ct.study_instance_uid = "1.2.826.0.1.3680043.2.1125.77";
+  RtDoseWriteOptions options;
+  options.plan = &plan;
+  options.ct = &ct;
+  const std::string path = test::scratch_dir() + "/dose.dcm";
+  write_rt_dose(path, sample_dose(2), options);
+  const RtDose read = read_rt_dose(path);
+  EXPECT_EQ(read.study_instance_uid, "1.2.826.0.1.3680043.2.1125.77");
+  EXPECT_EQ(read.frame_of_reference_uid, plan.frame_of_reference_uid);
+  EXPECT_EQ(read.referenced_plan_uid, plan.sop_instance_uid);
+}
+
 TEST(RtDoseWriter, RejectsNegativeDoseNamingTheVoxel) {
   Volume<float> dose = sample_dose(1);
   dose.at(3, 2, 1) = -0.5F;
