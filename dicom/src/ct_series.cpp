@@ -62,6 +62,7 @@ struct SliceHeader {
   int bits_stored = 16;
   int pixel_representation = 0;
   double normal_position_mm = 0.0;  // position along the slice normal
+  std::optional<long> padding_value;  // PixelPaddingValue (stored units), if stated
 };
 
 SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
@@ -100,6 +101,7 @@ SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
   h.intercept = require_number(ds, DCM_RescaleIntercept, w);
   if (h.slope == 0.0) throw InputError(w.prefix() + tag_label(DCM_RescaleSlope) + " is 0");
   h.slice_thickness_mm = find_number(ds, DCM_SliceThickness, w).value_or(0.0);
+  h.padding_value = find_integer(ds, DCM_PixelPaddingValue, w);
   h.gantry_tilt_deg = find_number(ds, DCM_GantryDetectorTilt, w).value_or(0.0);
   h.bits_allocated = static_cast<int>(require_integer(ds, DCM_BitsAllocated, w));
   h.bits_stored = static_cast<int>(find_integer(ds, DCM_BitsStored, w).value_or(h.bits_allocated));
@@ -113,6 +115,9 @@ SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
   if (h.pixel_representation != 0 && h.pixel_representation != 1)
     throw InputError(w.prefix() + tag_label(DCM_PixelRepresentation) + " " +
                      std::to_string(h.pixel_representation) + "; must be 0 or 1");
+  // PixelPaddingValue's VR (US or SS) follows PixelRepresentation; an
+  // implicit-VR file gives it as US, so a signed padding arrives as 65536 + v.
+  if (h.padding_value && h.pixel_representation == 1 && *h.padding_value > 32767) *h.padding_value -= 65536;
   if (const auto spp = find_integer(ds, DCM_SamplesPerPixel, w); spp && *spp != 1)
     throw UnavailableError(w.prefix() + tag_label(DCM_SamplesPerPixel) + " " + std::to_string(*spp) +
                            ": only single-sample (grey) CT images are supported");
@@ -133,8 +138,10 @@ SliceHeader read_header(DcmFileFormat& file, const std::string& path) {
   return h;
 }
 
-// Reads the slice's stored pixels and converts them to HU into `out` (rows × columns, column fastest).
-void read_pixels(DcmFileFormat& file, const SliceHeader& h, float* out) {
+// Reads the slice's stored pixels and converts them to HU into `out` (rows ×
+// columns, column fastest); returns how many stored values equal the
+// PixelPaddingValue.
+std::size_t read_pixels(DcmFileFormat& file, const SliceHeader& h, float* out) {
   const Where w{h.path, ""};
   DcmDataset& ds = *file.getDataset();
   if (DcmXfer(ds.getOriginalXfer()).isEncapsulated())
@@ -157,6 +164,7 @@ void read_pixels(DcmFileFormat& file, const SliceHeader& h, float* out) {
                      status.text() + ")");
   const Uint16 mask = static_cast<Uint16>(h.bits_stored == 16 ? 0xFFFFu : ((1u << h.bits_stored) - 1u));
   const Uint16 sign_bit = static_cast<Uint16>(1u << (h.bits_stored - 1));
+  std::size_t padded = 0;
   for (std::size_t p = 0; p < count; ++p) {
     const Uint16 raw = static_cast<Uint16>(words[p] & mask);
     double stored;
@@ -167,7 +175,9 @@ void read_pixels(DcmFileFormat& file, const SliceHeader& h, float* out) {
       stored = raw;
     }
     out[p] = static_cast<float>(stored * h.slope + h.intercept);
+    if (h.padding_value && stored == static_cast<double>(*h.padding_value)) ++padded;
   }
+  return padded;
 }
 
 bool same(const Vec3& a, const Vec3& b, double tol) {
@@ -207,6 +217,10 @@ std::string vec_text(const Vec3& v) {
 }  // namespace
 
 CtImage read_ct_series(const std::string& folder, const std::string& series_uid) {
+  return read_ct_series_detailed(folder, series_uid).ct;
+}
+
+CtSeriesReadResult read_ct_series_detailed(const std::string& folder, const std::string& series_uid) {
   std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec))
     throw IoError("CT folder '" + folder + "' does not exist or is not a folder");
@@ -349,7 +363,8 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
     }
   }
 
-  CtImage ct;
+  CtSeriesReadResult result;
+  CtImage& ct = result.ct;
   Grid3 grid;
   grid.size = {first.columns, first.rows, static_cast<int>(slices.size())};
   grid.spacing_mm = {first.column_spacing_mm, first.row_spacing_mm, slice_spacing_mm};
@@ -364,15 +379,18 @@ CtImage read_ct_series(const std::string& folder, const std::string& series_uid)
   const std::size_t slice_voxels = static_cast<std::size_t>(first.rows) * first.columns;
   for (std::size_t k = 0; k < slices.size(); ++k) {
     auto file = detail::load_file(slices[k].path, /*load_all=*/true);
-    read_pixels(*file, slices[k], ct.hu.data.data() + k * slice_voxels);
+    result.padding_voxels += read_pixels(*file, slices[k], ct.hu.data.data() + k * slice_voxels);
+    result.slice_files.push_back(slices[k].path);
   }
+  if (first.padding_value)
+    result.padding_hu = static_cast<float>(static_cast<double>(*first.padding_value) * first.slope + first.intercept);
   ct.patient_position = first.patient_position;
   ct.study_instance_uid = first.study_uid;
   ct.series_instance_uid = first.series_uid;
   ct.frame_of_reference_uid = first.frame_of_reference_uid;
   ct.patient_id = first.patient_id;
   ct.patient_name = first.patient_name;
-  return ct;
+  return result;
 }
 
 namespace {

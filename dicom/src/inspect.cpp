@@ -48,7 +48,10 @@ json error_json(const Error& e) { return {{"category", category_name(e.category(
 json inspect_ct(const std::string& folder, const std::string& series_uid, std::size_t files) {
   json out{{"kind", "ct_series"}, {"folder", folder}, {"series_instance_uid", series_uid}, {"files", files}};
   try {
-    const CtImage ct = read_ct_series(folder, series_uid);
+    const CtSeriesReadResult result = read_ct_series_detailed(folder, series_uid);
+    const CtImage& ct = result.ct;
+    out["padding_hu"] = result.padding_hu ? nlohmann::json(*result.padding_hu) : nlohmann::json();
+    out["padding_voxels"] = result.padding_voxels;
     out["grid"] = grid_json(ct.hu.grid);
     out["patient_position"] = ct.patient_position;
     out["study_instance_uid"] = ct.study_instance_uid;
@@ -281,7 +284,11 @@ std::string format_inspect_text(const json& summary) {
       if (!o.contains("error")) {
         grid_lines(s, o["grid"]);
         s << "  patient     " << str(o, "patient_position") << "  id " << str(o, "patient_id") << "\n"
-          << "  HU range    " << fmt(o["hu_min"].get<double>(), 0) << " … " << fmt(o["hu_max"].get<double>(), 0) << "\n"
+          << "  HU range    " << fmt(o["hu_min"].get<double>(), 0) << " … " << fmt(o["hu_max"].get<double>(), 0)
+          << (o["padding_hu"].is_null() ? std::string()
+                                        : "  (padding " + fmt(o["padding_hu"].get<double>(), 0) + " HU in " +
+                                              std::to_string(o["padding_voxels"].get<std::size_t>()) + " voxels)")
+          << "\n"
           << "  frame       " << str(o, "frame_of_reference_uid") << "\n";
       }
     } else if (kind == "ion_plan") {

@@ -357,6 +357,38 @@ TEST(CtSeriesReader, RejectsMissingRescaleSlope) {
   EXPECT_THROW_WITH(read_ct_series(dir), InputError, "CT.0006.dcm", "RescaleSlope (0028,1053)", "missing");
 }
 
+TEST(CtSeriesReader, ReportsPixelPaddingValueInHounsfieldUnits) {
+  // int16 series with two voxels at −3024 HU, marked as padding; once as SS
+  // and once as the US bit pattern (62512) that implicit-VR files produce.
+  for (bool as_unsigned : {false, true}) {
+    SCOPED_TRACE(as_unsigned ? "US 62512" : "SS -3024");
+    CtImage ct;
+    Grid3 g;
+    g.size = {4, 3, 2};
+    ct.hu = Volume<float>(g, 0.0F);
+    ct.hu.at(0, 0, 0) = -3024.0F;
+    ct.hu.at(3, 2, 1) = -3024.0F;
+    const std::string dir = test::scratch_dir() + (as_unsigned ? "/us" : "/ss");
+    write_ct_series(ct, dir);
+    for (int n = 1; n <= 2; ++n)
+      modify_in_place(slice(dir, n), [as_unsigned](DcmDataset& ds) {
+        if (as_unsigned) {
+          ASSERT_TRUE(ds.putAndInsertUint16(DCM_PixelPaddingValue, 62512).good());
+        } else {
+          DcmElement* e = new DcmSignedShort(DcmTag(DCM_PixelPaddingValue, EVR_SS));
+          ASSERT_TRUE(e->putSint16(-3024).good());
+          ASSERT_TRUE(ds.insert(e, OFTrue).good());
+        }
+      });
+    const CtSeriesReadResult result = read_ct_series_detailed(dir);
+    ASSERT_TRUE(result.padding_hu.has_value());
+    EXPECT_EQ(*result.padding_hu, -3024.0F);
+    EXPECT_EQ(result.padding_voxels, 2u);
+    EXPECT_EQ(result.ct.hu.at(3, 2, 1), -3024.0F);  // left as stored: the caller decides
+    EXPECT_EQ(result.slice_files.size(), 2u);
+  }
+}
+
 TEST(CtSeriesReader, ListsTheSeriesWhenAFolderHoldsSeveralAndPicksOneByUid) {
   const std::string dir = small_series(test::scratch_dir());
   // A second series: two copies with another SeriesInstanceUID.

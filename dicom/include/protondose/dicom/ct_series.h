@@ -2,7 +2,9 @@
 /// \file ct_series.h
 /// Reading and writing DICOM CT Image Storage series.
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "protondose/core/plan.h"
 
@@ -42,6 +44,22 @@ struct CtSeriesTolerance {
 /// folder cannot be listed; UnavailableError for oblique orientation
 /// (not axis-aligned within kDirectionCosine) or GantryDetectorTilt ≠ 0.
 CtImage read_ct_series(const std::string& folder, const std::string& series_uid = "");
+
+/// read_ct_series plus what CtImage does not carry.
+struct CtSeriesReadResult {
+  CtImage ct;
+  /// Slice files in slice order k (sorted along the normal).
+  std::vector<std::string> slice_files;
+  /// PixelPaddingValue (0028,0120) converted to HU, when the series states
+  /// one: voxels outside the reconstructed field of view (often −2000 or
+  /// −3024 HU) that are not tissue. They are left as stored (HU below any
+  /// calibration) — the caller decides (e.g. treat as air).
+  std::optional<float> padding_hu;
+  std::size_t padding_voxels = 0;  ///< voxels whose stored value is the padding value
+};
+
+/// read_ct_series with the details above; same checks and errors.
+CtSeriesReadResult read_ct_series_detailed(const std::string& folder, const std::string& series_uid = "");
 
 /// Options for write_ct_series.
 struct CtWriteOptions {
