@@ -193,19 +193,6 @@ bool axis_aligned(const Vec3& v) {
   return big == 1;
 }
 
-// True when the file starts like DICOM: a Part 10 preamble with "DICM" at
-// byte 128, or a raw dataset whose first tag is in group 0x0008 (little
-// endian). Lets the folder scan skip notes and images without handing them
-// to DCMTK (which would log parse errors for them).
-bool looks_like_dicom(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[132] = {};
-  in.read(head, sizeof head);
-  const auto got = in.gcount();
-  if (got >= 132 && std::string(head + 128, 4) == "DICM") return true;
-  return got >= 8 && head[0] == 0x08 && head[1] == 0x00;
-}
-
 void check_put_u16(DcmItem& item, const DcmTagKey& key, Uint16 value) {
   detail::check_put(item.putAndInsertUint16(key, value), "set " + tag_label(key));
 }
@@ -235,7 +222,7 @@ CtSeriesReadResult read_ct_series_detailed(const std::string& folder, const std:
   std::map<std::string, std::vector<SliceHeader>> series;
   std::map<std::string, int> other_classes;  // SOP class name → files skipped
   for (const auto& path : paths) {
-    if (!looks_like_dicom(path)) continue;
+    if (!detail::looks_like_dicom(path)) continue;
     // A file that starts like DICOM but does not parse (truncated, corrupt)
     // is an error, not skipped: it may be a slice of the series.
     auto file = detail::load_file(path, /*load_all=*/false);

@@ -81,6 +81,15 @@ std::unique_ptr<DcmFileFormat> load_file(const std::string& path, bool load_all)
   return file;
 }
 
+bool looks_like_dicom(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[132] = {};
+  in.read(head, sizeof head);
+  const auto got = in.gcount();
+  if (got >= 132 && std::string(head + 128, 4) == "DICM") return true;
+  return got >= 8 && (head[0] == 0x08 || head[0] == 0x02) && head[1] == 0x00;
+}
+
 std::string sop_class_of(DcmFileFormat& file) {
   OFString value;
   if (file.getDataset()->findAndGetOFString(DCM_SOPClassUID, value).good() && !value.empty())

@@ -32,6 +32,12 @@ struct Where {
 /// is not DICOM or truncated (naming the file and DCMTK's reason).
 std::unique_ptr<DcmFileFormat> load_file(const std::string& path, bool load_all = true);
 
+/// True when the file starts like DICOM: a Part 10 preamble with "DICM" at
+/// byte 128, or a raw little-endian dataset whose first tag is in group 0x0002
+/// or 0x0008. Lets folder scans skip notes and images without handing them
+/// to DCMTK.
+bool looks_like_dicom(const std::string& path);
+
 /// The SOP Class UID (dataset SOPClassUID, else MediaStorageSOPClassUID); "" if neither.
 std::string sop_class_of(DcmFileFormat& file);
 

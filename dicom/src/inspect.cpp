@@ -24,15 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-bool looks_like_dicom(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[132] = {};
-  in.read(head, sizeof head);
-  const auto got = in.gcount();
-  if (got >= 132 && std::string(head + 128, 4) == "DICM") return true;
-  return got >= 8 && head[0] == 0x08 && head[1] == 0x00;
-}
-
 json vec(const Vec3& v) { return json::array({v[0], v[1], v[2]}); }
 
 json grid_json(const Grid3& g) {
@@ -200,7 +191,7 @@ json inspect_path(const std::string& file_or_dir) {
   std::map<std::pair<std::string, std::string>, std::size_t> ct_series;
   std::size_t skipped = 0;
   for (const auto& path : files) {
-    if (!looks_like_dicom(path)) {
+    if (!detail::looks_like_dicom(path)) {
       ++skipped;
       continue;
     }

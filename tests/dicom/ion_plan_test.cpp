@@ -1,6 +1,6 @@
 // RT Ion Plan reader on every shared plan. Expected numbers were read
-// independently of this reader: `dcmdump +L <plan>` parsed by a 30-line
-// Python script (no DICOM library) that, per beam, counts the control points
+// independently of this reader: `dcmdump +L <plan>` parsed by
+// tests/dicom/tools/plan_summary_from_dcmdump.py (no DICOM library), which, per beam, counts the control points
 // whose ScanSpotMetersetWeights are not all zero, counts layers as changes of
 // NominalBeamEnergy (inherited where absent) among them, counts their spots,
 // and sums weight × BeamMeterset / FinalCumulativeMetersetWeight.
