@@ -125,6 +125,9 @@ Volume<std::uint8_t> rasterize_roi(const StructureSet& structures, const std::st
     double w_min = 1e300, w_max = -1e300;
     for (const auto& point : roi.contours[c].points_mm) {
       const Vec3 ijk = grid.continuous_index(point);
+      if (!std::isfinite(ijk[0]) || !std::isfinite(ijk[1]) || !std::isfinite(ijk[2]))
+        throw InputError(what + ", contour " + std::to_string(c) + ": point (" + describe(point[0]) + ", " +
+                         describe(point[1]) + ", " + describe(point[2]) + ") mm is too far from the grid to index");
       poly.uv.emplace_back(ijk[0], ijk[1]);
       w_min = std::min(w_min, ijk[2]);
       w_max = std::max(w_max, ijk[2]);
@@ -178,8 +181,11 @@ Volume<std::uint8_t> rasterize_roi(const StructureSet& structures, const std::st
       std::sort(crossings.begin(), crossings.end());
       // Even–odd: centres between crossings 2m and 2m+1 are inside.
       for (std::size_t c = 0; c + 1 < crossings.size(); c += 2) {
-        const int i_first = std::max(0, static_cast<int>(std::ceil(crossings[c])));
-        const int i_last = std::min(grid.size[0] - 1, static_cast<int>(std::ceil(crossings[c + 1])) - 1);
+        // Clamp in double before converting: a contour far outside the grid
+        // must not overflow the int conversion.
+        const int i_first = static_cast<int>(std::max(0.0, std::ceil(crossings[c])));
+        const int i_last =
+            static_cast<int>(std::min(static_cast<double>(grid.size[0]), std::ceil(crossings[c + 1]))) - 1;
         for (int i = i_first; i <= i_last; ++i) {
           mask.at(i, j, k) = 1;
           ++inside;
