@@ -30,10 +30,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 constexpr double kMinScatteringEnergyMev = 1.0;
 /// Mass density (g/cm³) below which a sample scatters nothing (outside the CT).
 constexpr double kMinScatteringDensityGcm3 = 1e-6;
-/// Rough upper bound of the Fermi–Eyges σ at the end of range in water as a
-/// fraction of the range (Highland: ≈ 2–2.5 % of R), used only to size the BEV
+/// Rough upper bound of the Fermi–Eyges σ at the end of range as a fraction of
+/// the range (water, Highland: ≈ 2–2.5 % of R; more behind low-density
+/// material, where the lever arm is longer), used only to size the BEV
 /// grid's first attempt; a second attempt widens it when the σ-maps need more.
-constexpr double kMcsSigmaPerRangeEstimate = 0.035;
+constexpr double kMcsSigmaPerRangeEstimate = 0.05;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
 
@@ -476,24 +477,23 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
                 const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
                 const double rho = trace.density_g_cm3[idx];
                 const double mass_g = to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step_mm / 10.0 * area_cm2;
-                // Fermi–Eyges moments to the slice centre, then to its far face.
+                // Fermi–Eyges moments to the far face of the slice; the variance at
+                // the slice centre is the mean of near and far (exact to O(Δs²·T)).
                 const double e_mid = L.energy_at_wepl(0.5 * (w_near + w_far));
                 const bool scatters = rho > kMinScatteringDensityGcm3 && e_mid > kMinScatteringEnergyMev;
-                const auto move = [&](const physics::FermiEygesMoments& from) {
-                  return scatters ? physics::advance(from, 0.5 * step_mm, rho, x0_g_cm2[idx], e_mid, L.scattering)
-                                  : physics::drift(from, 0.5 * step_mm);
-                };
-                const physics::FermiEygesMoments centre = move(m);
-                m = move(centre);
+                const double a2_near = m.a2_mm2;
+                m = scatters ? physics::advance(m, step_mm, rho, x0_g_cm2[idx], e_mid, L.scattering)
+                             : physics::drift(m, step_mm);
+                const double a2_centre = 0.5 * (a2_near + m.a2_mm2);
                 if (d_mev <= 0 || mass_g <= 0) continue;
                 energy += f * d_mev;
                 image[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] =
                     static_cast<float>(f * d_mev / mass_g * kGyPerMevPerGram);
                 const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
                 const double vx = L.air_sigma_x_mm[static_cast<std::size_t>(k)] * L.air_sigma_x_mm[static_cast<std::size_t>(k)] -
-                                  sxm * sxm + centre.a2_mm2;
+                                  sxm * sxm + a2_centre;
                 const double vy = L.air_sigma_y_mm[static_cast<std::size_t>(k)] * L.air_sigma_y_mm[static_cast<std::size_t>(k)] -
-                                  sym * sym + centre.a2_mm2;
+                                  sym * sym + a2_centre;
                 const float spx = static_cast<float>(std::sqrt(std::max(vx, 0.0)) / (grid.pitch_x_mm * mx));
                 const float spy = static_cast<float>(std::sqrt(std::max(vy, 0.0)) / (grid.pitch_y_mm * my));
                 sigma_x[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spx;
