@@ -349,6 +349,11 @@ IonPlanReadResult read_ion_plan_detailed(const std::string& path, const IonPlanR
   const auto beams = sequence_items(ds, DCM_IonBeamSequence);
   if (beams.empty()) throw InputError(where.prefix() + tag_label(DCM_IonBeamSequence) + ": missing or empty");
   for (DcmItem* item : beams) {
+    if (find_string(*item, DCM_TreatmentDeliveryType, where).value_or("") == "SETUP") {
+      result.setup_beams_skipped.push_back(
+          static_cast<int>(require_integer(*item, DCM_BeamNumber, where.with("IonBeamSequence item"))));
+      continue;
+    }
     IonBeamDetails details;
     IonBeam beam = read_beam(*item, where, referenced, setup_positions, options, details, result.warnings);
     for (const auto& other : plan.beams)
@@ -357,6 +362,9 @@ IonPlanReadResult read_ion_plan_detailed(const std::string& path, const IonPlanR
     plan.beams.push_back(std::move(beam));
     result.beams.push_back(std::move(details));
   }
+  if (plan.beams.empty())
+    throw InputError(where.prefix() + tag_label(DCM_IonBeamSequence) + " holds only SETUP beams (" +
+                     tag_label(DCM_TreatmentDeliveryType) + "): nothing delivers dose");
   return result;
 }
 

@@ -68,6 +68,22 @@ TEST(IonPlanReader, MergesControlPointPairsThatRepeatAnEnergyIntoOneLayer) {
   EXPECT_NEAR(plan.beams[0].total_meterset(), 484.0, 1e-9);
 }
 
+TEST(IonPlanReader, SkipsSetupBeams) {
+  // plan03 with beam 2 turned into a setup field: only beam 1 is read.
+  const std::string out = test::scratch_dir() + "/plan.dcm";
+  modify(shared("data/ion-plans/dcpt/plan03_ramp_full/ramped_2Gy_ver2_full.dcm"), out,
+         [](DcmDataset& ds) { set(beam(ds, 1), DCM_TreatmentDeliveryType, "SETUP"); });
+  const auto result = read_ion_plan_detailed(out);
+  ASSERT_EQ(result.plan.beams.size(), 1u);
+  EXPECT_EQ(result.plan.beams[0].number, 1);
+  EXPECT_EQ(result.setup_beams_skipped, std::vector<int>{2});
+}
+
+TEST(IonPlanReader, RejectsAPlanWithOnlySetupBeams) {
+  const std::string path = modified_plan([](DcmDataset& ds) { set(beam(ds, 0), DCM_TreatmentDeliveryType, "SETUP"); });
+  EXPECT_THROW_WITH(read_ion_plan(path), InputError, "only SETUP beams", "TreatmentDeliveryType (300a,00ce)");
+}
+
 TEST(IonPlanReader, RejectsSpotWeightCountMismatch) {
   const std::string path = modified_plan([](DcmDataset& ds) {
     DcmItem& cp = control_point(ds, 0, 2);

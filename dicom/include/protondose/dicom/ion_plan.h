@@ -44,6 +44,9 @@ struct IonPlanReadResult {
   std::vector<IonBeamDetails> beams;  ///< parallel to plan.beams
   std::string rt_plan_geometry;       ///< RTPlanGeometry (PATIENT / TREATMENT_DEVICE)
   std::vector<std::string> warnings;  ///< one line per relaxation used (IonPlanReadOptions)
+  /// BeamNumbers of beams with TreatmentDeliveryType SETUP (imaging/setup
+  /// fields that deliver no dose): not read, not in plan.beams.
+  std::vector<int> setup_beams_skipped;
 };
 
 /// Reads an RT Ion Plan (PBS, ScanMode MODULATED, protons).
@@ -59,7 +62,8 @@ struct IonPlanReadResult {
 /// first control point; a later control point that states a different gantry
 /// or couch angle is an arc → UnavailableError. NominalBeamEnergy and
 /// IsocenterPosition are inherited from earlier control points where absent.
-/// Range shifters: RangeShifterSettingsSequence of the first control point,
+/// Beams with TreatmentDeliveryType SETUP are skipped (listed in
+/// setup_beams_skipped). Range shifters: RangeShifterSettingsSequence of the first control point,
 /// setting IN → RangeShifter with RangeShifterWaterEquivalentThickness and
 /// IsocenterToRangeShifterDistance.
 ///
