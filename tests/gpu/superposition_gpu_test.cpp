@@ -233,3 +233,30 @@ INSTANTIATE_TEST_SUITE_P(AllGpuConvolutions, GpuConvolution,
 
 }  // namespace
 }  // namespace protondose
+
+namespace protondose {
+namespace {
+
+// The tile kernels launched from the host instead of the device dispatcher: the
+// same kernels, reachable by compute-sanitizer racecheck (which cannot follow
+// device-side launches), and the same result.
+TEST(GpuTiledHostDispatch, EveryRadiusMatchesTheOracle) {
+  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  SuperpositionOptions options;
+  options.tile_dispatch = TileDispatch::kFromHost;
+  for (int r_max : {1, 3, 8, 12, 13, 20, 32, 40}) {
+    const testing::Stack st = testing::random_stack("host dispatch r_max " + std::to_string(r_max),
+                                                    3000u + r_max, 2, 40, 70, r_max, true);
+    for (bool deterministic : {false, true}) {
+      options.deterministic = deterministic;
+      std::vector<float> gpu(st.shape.pixel_count(), -1.0f);
+      make_superposer(SuperpositionMethod::kGpuScatterTiled, options)->superpose(st.input(), gpu.data());
+      const testing::Difference d = testing::compare(gpu, superpose_cpu_reference(st.input(), options));
+      ASSERT_GT(d.reference_max, 0.0);
+      EXPECT_LE(d.relative(), kTolerance) << st.name << (deterministic ? " deterministic" : "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace protondose

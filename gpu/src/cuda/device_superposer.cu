@@ -91,8 +91,16 @@ struct DeviceSuperposer::Impl {
 
     cuda::launch_analyse(p, a, stream);
     switch (method) {
-      case SuperpositionMethod::kGpuScatterTiled: cuda::launch_scatter_tiled(p, a, stream); break;
-      case SuperpositionMethod::kGpuScatterAtomic: cuda::launch_scatter_atomic(p, stream); break;
+      case SuperpositionMethod::kGpuScatterTiled:
+        cuda::launch_scatter_tiled(p, a,
+                                   options.tile_dispatch == TileDispatch::kFromDevice ? cuda::BucketLaunch::kFromDevice
+                                                                                      : cuda::BucketLaunch::kFromHost,
+                                   stream);
+        break;
+      case SuperpositionMethod::kGpuScatterAtomic:
+        cuda::launch_fixed_scale(p, a, stream);
+        cuda::launch_scatter_atomic(p, stream);
+        break;
       case SuperpositionMethod::kGpuGatherExact: cuda::launch_gather_exact(p, a, stream); break;
       case SuperpositionMethod::kCpuReference: throw InternalError("CPU method on the GPU runner");
     }

@@ -50,6 +50,7 @@ __device__ inline bool is_valid_value(float v) { return v >= 0.0f && v <= 3.0e38
 __global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < kBucketCount) a.bucket_count[t] = 0;
+  if (t == 0) *a.fixed_scale = 1.0;
   if (t < slices) a.slice_radius[t] = -1;
   if (t == 0) {
     *a.max_image_bits = 0u;
@@ -95,23 +96,20 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0) {
     const int tile = (s * p.tiles_y + ty) * p.tiles_x + tx;
-    a.tile_radius[tile] = tile_radius;
     if (tile_radius >= 0) {
       atomicMax(a.slice_radius + s, tile_radius);
       atomicMax(a.max_image_bits, tile_largest);
-      atomicAdd(a.bucket_count + min(tile_radius, kGeneralBucket), 1);
+      // Append the tile to its radius bucket; each bucket has room for every
+      // tile. All-zero tiles (radius −1) are in no bucket: skipped entirely.
+      const int bucket = min(tile_radius, kGeneralBucket);
+      const int slot = atomicAdd(a.bucket_count + bucket, 1);
+      a.bucket_tiles[static_cast<std::size_t>(bucket) * p.tile_count() + slot] = tile;
     }
   }
 }
 
-/// One thread: prefix sum of the bucket sizes and the fixed-point scale.
-__global__ void finish_analysis_kernel(StackAnalysis a, double pixel_count) {
-  int offset = 0;
-  for (int b = 0; b < kBucketCount; ++b) {
-    a.bucket_offset[b] = offset;
-    a.bucket_cursor[b] = offset;
-    offset += a.bucket_count[b];
-  }
+/// The deterministic-mode scale, from the largest image value (one thread).
+__device__ void compute_fixed_scale(const StackAnalysis& a, double pixel_count) {
   // Every output value is at most Σ image ≤ pixel_count · max(image) (each
   // pixel's weights sum to ≤ 1), so a scale of 2^61 / that bound (rounded down
   // to a power of two) can neither overflow 64 bits nor lose more than
@@ -126,14 +124,7 @@ __global__ void finish_analysis_kernel(StackAnalysis a, double pixel_count) {
   *a.fixed_scale = scale;
 }
 
-__global__ void fill_buckets_kernel(StackAnalysis a, int tile_count) {
-  const int tile = blockIdx.x * blockDim.x + threadIdx.x;
-  if (tile >= tile_count) return;
-  const int r = a.tile_radius[tile];
-  if (r < 0) return;  // all-zero tile: skipped entirely
-  const int slot = atomicAdd(a.bucket_cursor + min(r, kGeneralBucket), 1);
-  a.bucket_tiles[slot] = tile;
-}
+__global__ void fixed_scale_kernel(StackAnalysis a, double pixel_count) { compute_fixed_scale(a, pixel_count); }
 
 // ---------------------------------------------------------------- superposition kernels
 
@@ -333,12 +324,16 @@ __device__ void launch_tiled_bucket(int radius, int count, const int* tiles, con
 
 /// One thread per bucket: launches the bucket's kernel if it holds tiles.
 /// Largest radii first: they are the longest-running grids.
-__global__ void dispatch_buckets_kernel(StackParams p, StackAnalysis a) {
+__global__ void dispatch_buckets_kernel(StackParams p, StackAnalysis a, double pixel_count) {
+  // The scale is written before any child is launched: a child grid sees the
+  // parent's global writes made before its launch.
+  if (threadIdx.x == 0) compute_fixed_scale(a, pixel_count);
+  __syncthreads();
   const int bucket = kBucketCount - 1 - static_cast<int>(threadIdx.x);
   if (bucket < 0) return;
   const int count = a.bucket_count[bucket];
   if (count == 0) return;
-  const int* tiles = a.bucket_tiles + a.bucket_offset[bucket];
+  const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
   if (bucket == kGeneralBucket)
     scatter_atomic_kernel<<<count, dim3(kTileCols, kBlockRows), 0, cudaStreamFireAndForget>>>(p, tiles);
   else
@@ -354,6 +349,15 @@ void launch_fixed_radius(int radius, const StackParams& p, cudaStream_t stream) 
   }
 }
 
+template <int R>
+void launch_bucket_from_host(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
+  if (radius == R) {
+    scatter_tiled_kernel<R><<<count, dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
+  } else if constexpr (R > 0) {
+    launch_bucket_from_host<R - 1>(radius, count, tiles, p, stream);
+  }
+}
+
 std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 }  // namespace
@@ -362,9 +366,9 @@ std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 std::size_t analysis_bytes(const StackParams& p) {
   const std::size_t tiles = static_cast<std::size_t>(p.tile_count());
-  return align16(sizeof(double)) + align16(sizeof(unsigned long long)) +
-         align16(sizeof(unsigned int)) + 4 * align16(kBucketCount * sizeof(int)) +
-         align16(tiles * sizeof(int)) * 2 + align16(p.slices * sizeof(int));
+  return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) +
+         align16(kBucketCount * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
+         align16(p.slices * sizeof(int));
 }
 
 StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
@@ -380,11 +384,7 @@ StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
   a.first_invalid = reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long)));
   a.max_image_bits = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int)));
   a.bucket_count = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
-  a.bucket_offset = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
-  a.bucket_cursor = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
-  take(kBucketCount * sizeof(int));  // keeps analysis_bytes and the layout in step
-  a.tile_radius = reinterpret_cast<int*>(take(tiles * sizeof(int)));
-  a.bucket_tiles = reinterpret_cast<int*>(take(tiles * sizeof(int)));
+  a.bucket_tiles = reinterpret_cast<int*>(take(kBucketCount * tiles * sizeof(int)));
   a.slice_radius = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
   return a;
 }
@@ -395,24 +395,71 @@ void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t s
   PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
   analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, p.slices), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
-  finish_analysis_kernel<<<1, 1, 0, stream>>>(
-      a, static_cast<double>(p.slices) * p.rows * static_cast<double>(p.cols));
-  PD_CUDA_CHECK_LAUNCH("finish_analysis_kernel");
-  fill_buckets_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(a, p.tile_count());
-  PD_CUDA_CHECK_LAUNCH("fill_buckets_kernel");
 }
 
-void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
-  dispatch_buckets_kernel<<<1, 64, 0, stream>>>(p, a);
-  PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
+namespace {
+
+double pixel_count_of(const StackParams& p) {
+  return static_cast<double>(p.slices) * p.rows * static_cast<double>(p.cols);
+}
+
+/// Prefer the largest shared-memory carveout for every tile kernel, so that
+/// grids launched from the device get the same occupancy as host launches.
+template <int R>
+void prefer_shared_memory() {
+  PD_CUDA_CHECK(cudaFuncSetAttribute(scatter_tiled_kernel<R>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared));
+  if constexpr (R > 0) prefer_shared_memory<R - 1>();
+}
+
+}  // namespace
+
+void prepare_tile_kernels() {
+  static const bool prepared = [] {
+    prefer_shared_memory<kMaxTileRadiusPx>();
+    return true;
+  }();
+  (void)prepared;
+}
+
+void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch, cudaStream_t stream) {
+  prepare_tile_kernels();
+  if (launch == BucketLaunch::kFromDevice) {
+    dispatch_buckets_kernel<<<1, 64, 0, stream>>>(p, a, pixel_count_of(p));
+    PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
+    return;
+  }
+  // From the host: one round trip for the bucket sizes, then one launch per
+  // non-empty bucket. Kept for tools that cannot follow device-side launches
+  // (compute-sanitizer racecheck) and to measure what the device launch saves.
+  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
+  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
+  int counts[kBucketCount];
+  PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
+  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
+    if (counts[bucket] == 0) continue;
+    const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
+    if (bucket == kGeneralBucket)
+      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
+    else
+      launch_bucket_from_host<kMaxTileRadiusPx>(bucket, counts[bucket], tiles, p, stream);
+    PD_CUDA_CHECK_LAUNCH("scatter bucket");
+  }
 }
 
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
+  prepare_tile_kernels();
   if (radius < 0 || radius > kMaxTileRadiusPx)
     throw InputError("tile scatter: radius " + std::to_string(radius) + " px outside 0.." +
                      std::to_string(kMaxTileRadiusPx));
   launch_fixed_radius<kMaxTileRadiusPx>(radius, p, stream);
   PD_CUDA_CHECK_LAUNCH("scatter_tiled_kernel");
+}
+
+void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
+  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
 }
 
 void launch_scatter_atomic(const StackParams& p, cudaStream_t stream) {

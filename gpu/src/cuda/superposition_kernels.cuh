@@ -32,17 +32,14 @@ struct StackParams {
   float* out = nullptr;           ///< float output (must be zeroed before a scatter)
   unsigned long long* out_fixed = nullptr;  ///< fixed-point accumulator (deterministic mode) or null
   const double* fixed_scale = nullptr;      ///< device scalar: fixed-point units per output unit
-  int tile_count() const { return tiles_x * tiles_y * slices; }
+  __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
 
 /// Per-stack scratch, on the device. `analyse` fills it.
 struct StackAnalysis {
-  int* tile_radius = nullptr;     ///< [tile]: max kernel radius of its non-zero pixels, -1 if all zero
   int* slice_radius = nullptr;    ///< [slice]: max radius of its non-zero pixels, -1 if all zero
-  int* bucket_count = nullptr;    ///< [kBucketCount]
-  int* bucket_offset = nullptr;   ///< [kBucketCount] exclusive prefix sum of bucket_count
-  int* bucket_cursor = nullptr;   ///< [kBucketCount] scratch
-  int* bucket_tiles = nullptr;    ///< [tile_count] tile indices grouped by bucket
+  int* bucket_count = nullptr;    ///< [kBucketCount] tiles per bucket
+  int* bucket_tiles = nullptr;    ///< [kBucketCount][tile_count]: tile indices of each bucket
   unsigned int* max_image_bits = nullptr;         ///< bits of the largest image value
   double* fixed_scale = nullptr;                  ///< deterministic-mode scale
   unsigned long long* first_invalid = nullptr;    ///< smallest index of an invalid pixel, or ~0
@@ -53,16 +50,24 @@ std::size_t analysis_bytes(const StackParams& p);
 /// Carves a StackAnalysis out of `scratch` (analysis_bytes(p) bytes, 16-byte aligned).
 StackAnalysis analysis_layout(const StackParams& p, void* scratch);
 
-/// Resets the scratch, finds per-tile and per-slice radii, flags invalid pixels,
-/// buckets the non-zero tiles by radius and computes the fixed-point scale.
+/// Resets the scratch, then one pass over the stack: per-tile and per-slice
+/// radii, invalid pixels flagged, non-zero tiles appended to their radius
+/// bucket, the largest value kept for the fixed-point scale.
 void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
-/// The shared-memory tile scatter over every bucket, launched from the device
-/// (dynamic parallelism) so the host never waits for the bucket sizes.
-void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// Who launches the per-radius grids of the tile scatter.
+enum class BucketLaunch {
+  kFromDevice,  ///< a one-block dispatcher kernel (dynamic parallelism): no host round trip
+  kFromHost,    ///< the host reads the bucket sizes back (one round trip per stack)
+};
+/// The shared-memory tile scatter over every non-empty bucket (general bucket:
+/// global-atomics scatter). Also writes the fixed-point scale.
+void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch, cudaStream_t stream);
 /// The tile scatter with one compile-time radius for every tile of the stack
 /// (the paper's experiment: r_max fixed per launch). radius must be ≥ every
 /// tile radius, 0 … kMaxTileRadiusPx.
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
+/// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.
+void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
 /// Global-atomics scatter, one thread per input pixel, any radius.
 void launch_scatter_atomic(const StackParams& p, cudaStream_t stream);
 /// Exact gather, one thread per output pixel, erf per neighbour; radius per slice.

@@ -65,12 +65,20 @@ inline constexpr int kMaxKernelRadiusPx = 256;
 /// radius exceeds it go to the general path (global-atomics scatter).
 inline constexpr int kMaxTileRadiusPx = 32;
 
+/// Who launches the per-radius grids of the tiled scatter (kGpuScatterTiled).
+enum class TileDispatch {
+  kFromDevice,  ///< a dispatcher kernel launches them (dynamic parallelism): no host round trip
+  kFromHost,    ///< the host reads the bucket sizes back, once per stack, and launches them;
+                ///< for tools that cannot follow device-side launches (compute-sanitizer racecheck)
+};
+
 struct SuperpositionOptions {
   double cutoff_sigmas = 3.0;  ///< n_σ: kernel radius r = ceil(n_σ·σ), in (0, 10]
   /// Bitwise-reproducible output from run to run (fixed-point accumulation of
   /// the tile flushes); costs some time, measured in docs/benchmarks.md.
   bool deterministic = false;
   int cpu_threads = 0;  ///< CPU reference: worker threads (0 = default_thread_count())
+  TileDispatch tile_dispatch = TileDispatch::kFromDevice;  ///< tiled scatter only
 };
 
 /// The implementations, named by what differs. All compute the same sum.
