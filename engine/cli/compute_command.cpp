@@ -168,6 +168,7 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   const auto& t = r.timings;
   j["timings_s"] = {{"hu_conversion", t.hu_conversion_s}, {"ray_tracing", t.ray_tracing_s},
                     {"layer_images", t.layer_images_s},   {"superposition", t.superposition_s},
+                    {"nuclear_halo", t.nuclear_halo_s},
                     {"resampling", t.resampling_s},       {"checks", t.checks_s},
                     {"total", t.total_s}};
   j["outputs"] = written;

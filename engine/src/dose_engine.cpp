@@ -15,6 +15,7 @@
 #include "protondose/engine/resample.h"
 #include "protondose/engine/spot_fluence.h"
 #include "protondose/physics/materials.h"
+#include "protondose/physics/nuclear_halo.h"
 #include "protondose/physics/range_energy.h"
 #include "protondose/physics/range_shifter.h"
 
@@ -37,6 +38,9 @@ constexpr double kMinScatteringDensityGcm3 = 1e-6;
 constexpr double kMcsSigmaPerRangeEstimate = 0.05;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
+/// Target pitch (mm, isocentre plane) of the coarse grid of the nuclear halo:
+/// the halo σ is ≥ 8 mm (nuclear_halo.h), so ≥ 2 coarse pixels.
+constexpr double kHaloPitchMm = 4.0;
 
 /// Everything one energy layer needs in the BEV stage.
 struct LayerWork {
@@ -50,6 +54,7 @@ struct LayerWork {
   double protons = 0;
   std::optional<double> fwhm_x_mm, fwhm_y_mm;
   physics::ScatteringOptions scattering;
+  std::optional<physics::NuclearHalo> halo;  ///< for the energy at the patient surface
   std::vector<double> residual_energy_mev;  ///< at WEPL = i·kEnergyTableStepMm after the shifter
   // Filled per BEV grid:
   int slices = 0;  ///< slices [0, slices) of the cropped trace carry this layer
@@ -74,6 +79,79 @@ double sigma_in_air(const physics::BeamModel& m, const LayerWork& L, physics::Ax
   if (policy == physics::SpotSizePolicy::kPlanSpotSizeAtIsocentre && !fwhm)
     policy = physics::SpotSizePolicy::kBeamModel;
   return m.spot_sigma_in_air_mm(L.nominal_energy_mev, axis, depth_mm, policy, fwhm);
+}
+
+/// The nuclear halo of a beam: the halo shares of the input pixels are summed
+/// into blocks of a coarse BEV grid (pitch ≈ kHaloPitchMm, padded by the widest
+/// halo kernel so nothing is clipped), superposed there with the halo σ, and
+/// the result is resampled onto the dose grid like the core dose.
+/// stack_depth_slice[s]: the BEV slice of stack slice s.
+void add_nuclear_halo(const BevGrid& grid, const BeamFrame& frame, const std::vector<int>& stack_depth_slice,
+                      const std::vector<float>& halo_image, const std::vector<float>& halo_variance_mm2,
+                      Superposer& superposer, double cutoff_sigmas, int threads, Volume<float>& beam_dose) {
+  const std::size_t stack_slices = stack_depth_slice.size();
+  const std::size_t plane = grid.rays();
+  double max_variance = 0;
+  for (std::size_t i = 0; i < halo_image.size(); ++i)
+    if (halo_image[i] > 0) max_variance = std::max(max_variance, static_cast<double>(halo_variance_mm2[i]));
+  if (max_variance <= 0) return;
+  const int f = std::max(1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)));
+  const double first_d = grid.depth_mm(0), last_d = grid.depth_mm(grid.slices - 1);
+  const double m_min = std::min({grid.magnification_x(first_d), grid.magnification_y(first_d),
+                                 grid.magnification_x(last_d), grid.magnification_y(last_d)});
+  const int pad = static_cast<int>(std::ceil(cutoff_sigmas * std::sqrt(max_variance) /
+                                             (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
+  BevGrid hg = grid;
+  hg.pitch_x_mm = f * grid.pitch_x_mm;
+  hg.pitch_y_mm = f * grid.pitch_y_mm;
+  hg.cols = (grid.cols + f - 1) / f + 2 * pad;
+  hg.rows = (grid.rows + f - 1) / f + 2 * pad;
+  hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
+  hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
+  const std::size_t hplane = hg.rays();
+  std::vector<float> image(stack_slices * hplane, 0.0f), sx(stack_slices * hplane, 0.0f), sy(stack_slices * hplane, 0.0f);
+  const double block = static_cast<double>(f) * f;
+  parallel_for_chunks(stack_slices, threads, [&](std::size_t b, std::size_t e, int) {
+    std::vector<double> sum(hplane), weighted_variance(hplane);
+    for (std::size_t st = b; st < e; ++st) {
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(weighted_variance.begin(), weighted_variance.end(), 0.0);
+      const float* hi = halo_image.data() + st * plane;
+      const float* hv = halo_variance_mm2.data() + st * plane;
+      for (int r = 0; r < grid.rows; ++r)
+        for (int c = 0; c < grid.cols; ++c) {
+          const std::size_t p = static_cast<std::size_t>(r) * grid.cols + c;
+          if (hi[p] <= 0) continue;
+          const std::size_t q = static_cast<std::size_t>(r / f + pad) * hg.cols + static_cast<std::size_t>(c / f + pad);
+          sum[q] += hi[p];
+          weighted_variance[q] += static_cast<double>(hi[p]) * hv[p];
+        }
+      const double d = grid.depth_mm(stack_depth_slice[st]);
+      const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
+      for (std::size_t q = 0; q < hplane; ++q) {
+        if (sum[q] <= 0) continue;
+        // Block mean of the dose: the coarse pixel holds the same energy per area.
+        image[st * hplane + q] = static_cast<float>(sum[q] / block);
+        const double sigma_mm = std::sqrt(weighted_variance[q] / sum[q]);
+        sx[st * hplane + q] = static_cast<float>(sigma_mm / px);
+        sy[st * hplane + q] = static_cast<float>(sigma_mm / py);
+      }
+    }
+  });
+  std::vector<float> out(stack_slices * hplane, 0.0f);
+  SuperpositionInput in;
+  in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
+  in.image = {image.data(), image.size()};
+  in.sigma_x_px = {sx.data(), sx.size()};
+  in.sigma_y_px = {sy.data(), sy.size()};
+  superposer.superpose(in, out.data());
+  std::vector<float> halo_bev(hg.pixel_count(), 0.0f);
+  for (std::size_t st = 0; st < stack_slices; ++st) {
+    float* dst = halo_bev.data() + static_cast<std::size_t>(stack_depth_slice[st]) * hplane;
+    const float* src = out.data() + st * hplane;
+    for (std::size_t q = 0; q < hplane; ++q) dst[q] += src[q];
+  }
+  add_bev_to_patient(hg, frame, halo_bev, 1.0, beam_dose, threads);
 }
 
 std::string beam_label(const IonBeam& b) {
@@ -325,6 +403,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       }
       const double e_after_shifter = physics::residual_energy_mev(L.mean_energy_mev, shifter_wet_mm);
       L.scattering = physics::ScatteringOptions::make(options_.scattering_model, e_after_shifter);
+      if (options_.nuclear_halo) L.halo.emplace(e_after_shifter);
       const int n_table = static_cast<int>(std::ceil((L.cutoff_wepl_mm + 20.0) / kEnergyTableStepMm)) + 2;
       L.residual_energy_mev.resize(static_cast<std::size_t>(n_table));
       for (int i = 0; i < n_table; ++i)
@@ -353,6 +432,8 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     BevGrid grid;
     std::size_t stack_slices = 0;
     std::vector<float> image, sigma_x, sigma_y;
+    // The halo share of each input pixel (Gy) and its kernel variance (mm²), on the fine grid.
+    std::vector<float> halo_image, halo_variance_mm2;
     double expected_mev = 0;
     for (int attempt = 0;; ++attempt) {
       t0 = Clock::now();
@@ -432,6 +513,10 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       image.assign(stack_slices * plane, 0.0f);
       sigma_x.assign(stack_slices * plane, 0.0f);
       sigma_y.assign(stack_slices * plane, 0.0f);
+      if (options_.nuclear_halo) {
+        halo_image.assign(stack_slices * plane, 0.0f);
+        halo_variance_mm2.assign(stack_slices * plane, 0.0f);
+      }
       std::vector<double> row_energy(static_cast<std::size_t>(grid.rows), 0.0);
       std::vector<int> row_overshoot_px(static_cast<std::size_t>(grid.rows), 0);
       const double pixel_area_iso_mm2 = grid.pitch_x_mm * grid.pitch_y_mm;
@@ -487,9 +572,23 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
                 const double a2_centre = 0.5 * (a2_near + m.a2_mm2);
                 if (d_mev <= 0 || mass_g <= 0) continue;
                 energy += f * d_mev;
-                image[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] =
-                    static_cast<float>(f * d_mev / mass_g * kGyPerMevPerGram);
+                const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
+                const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
                 const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
+                if (L.halo) {
+                  // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
+                  // fraction W of this step's energy spreads with the halo σ (total
+                  // width; the spread fluence already carries σ_spread).
+                  const double w_halo = std::min(0.5 * (w_near + w_far),
+                                                 0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm());
+                  const double weight = L.halo->weight_fraction(w_halo);
+                  const double sh = L.halo->sigma_mm(w_halo);
+                  halo_image[sidx] = static_cast<float>(weight * pixel_gy);
+                  halo_variance_mm2[sidx] = static_cast<float>(std::max(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
+                  image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
+                } else {
+                  image[sidx] = static_cast<float>(pixel_gy);
+                }
                 const double vx = L.air_sigma_x_mm[static_cast<std::size_t>(k)] * L.air_sigma_x_mm[static_cast<std::size_t>(k)] -
                                   sxm * sxm + a2_centre;
                 const double vy = L.air_sigma_y_mm[static_cast<std::size_t>(k)] * L.air_sigma_y_mm[static_cast<std::size_t>(k)] -
@@ -549,6 +648,15 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     Volume<float> beam_dose(og, 0.0f);
     add_bev_to_patient(grid, frame, bev_dose, 1.0, beam_dose, threads);
     result.timings.resampling_s += seconds_since(t0);
+    if (options_.nuclear_halo) {
+      t0 = Clock::now();
+      std::vector<int> stack_depth_slice(stack_slices);
+      for (const LayerWork& L : layers)
+        for (int k = 0; k < L.slices; ++k) stack_depth_slice[L.stack_offset + static_cast<std::size_t>(k)] = k;
+      add_nuclear_halo(grid, frame, stack_depth_slice, halo_image, halo_variance_mm2, *superposer_,
+                       options_.cutoff_sigmas, threads, beam_dose);
+      result.timings.nuclear_halo_s += seconds_since(t0);
+    }
 
     t0 = Clock::now();
     check_dose_values(beam_dose, label);

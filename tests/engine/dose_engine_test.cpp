@@ -284,3 +284,21 @@ TEST(CheckDoseValues, NamesTheFirstNegativeOrNonFiniteVoxel) {
   d.at(1, 0, 1) = -1e-3f;
   EXPECT_THROW(pe::check_dose_values(d, "test dose"), protondose::NumericalError);
 }
+
+TEST(DoseEngine, NuclearHaloMovesDoseFromTheFieldCentreToItsSurroundingsAndKeepsTheEnergy) {
+  const CtImage ct = water_cube_ct(50);
+  pe::DoseEngineOptions o = fast_options();
+  IonPlan plan = small_plan(0);
+  plan.beams[0].layers[0].nominal_energy_mev = 130;  // R80 ≈ 123 mm: the halo grows over the whole cube
+  const pe::DoseResult with = make_engine(o).compute(ct, plan);
+  o.nuclear_halo = false;
+  const pe::DoseResult without = make_engine(o).compute(ct, plan);
+  EXPECT_NEAR(with.energy.deposited_mev / without.energy.deposited_mev, 1.0, 0.01);
+  // 60 mm deep on the axis (inside the 20 mm field) and 30 mm beside the field edge.
+  const double centre_with = with.dose_gy.at(29, 34, 29), centre_without = without.dose_gy.at(29, 34, 29);
+  const double out_with = with.dose_gy.at(29 + 20, 34, 29), out_without = without.dose_gy.at(29 + 20, 34, 29);
+  ASSERT_GT(centre_without, 0.0);
+  EXPECT_LT(centre_with, 0.99 * centre_without);
+  EXPECT_GT(out_with, 2 * out_without + 1e-9);
+  EXPECT_GT(with.timings.nuclear_halo_s, 0.0);
+}

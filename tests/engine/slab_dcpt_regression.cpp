@@ -40,8 +40,8 @@ const SlabCase& slab_case() {
     s.mc = pt::read_float_mhd(dir + "/mc_dose.mhd");
     pt::write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/slab_dcpt_engine.mhd", s.result.dose_gy);
     const auto& t = s.result.timings;
-    std::printf("slab_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, resample %.2f), max %.5f Gy\n", t.total_s,
-                t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.resampling_s, s.result.max_dose_gy);
+    std::printf("slab_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, halo %.2f, resample %.2f), max %.5f Gy\n", t.total_s,
+                t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.nuclear_halo_s, t.resampling_s, s.result.max_dose_gy);
     return s;
   }();
   return c;

@@ -40,9 +40,9 @@ const WaterCase& water_case() {
     w.mc = pt::read_float_mhd(dir + "/mc_dose.mhd");
     pt::write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/water_dcpt_engine.mhd", w.result.dose_gy);
     const auto& t = w.result.timings;
-    std::printf("water_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, resample %.2f), max %.5f Gy (MC %.5f)\n",
-                w.seconds, t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.resampling_s,
-                w.result.max_dose_gy, 0.0);
+    std::printf("water_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, halo %.2f, resample %.2f), max %.5f Gy\n",
+                w.seconds, t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.nuclear_halo_s, t.resampling_s,
+                w.result.max_dose_gy);
     return w;
   }();
   return c;

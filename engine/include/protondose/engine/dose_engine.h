@@ -75,6 +75,9 @@ struct DoseEngineOptions {
   physics::SpotSizePolicy spot_size_policy = physics::SpotSizePolicy::kPlanSpotSizeAtIsocentre;
   physics::ScatteringPowerModel scattering_model = physics::ScatteringPowerModel::kDifferentialHighland;
   physics::HuCoveragePolicy hu_policy = physics::HuCoveragePolicy::kError;
+  /// The nuclear halo as a second, wide Gaussian on a coarse grid
+  /// (physics/nuclear_halo.h; da Silva et al., Front Oncol 5:281, 2015).
+  bool nuclear_halo = true;
   /// A beam whose TreatmentMachineName differs from the beam model's name is an
   /// InputError unless this is false.
   bool require_machine_name_match = true;
@@ -92,6 +95,7 @@ struct StageTimings {
   double ray_tracing_s = 0;
   double layer_images_s = 0;    ///< fluence, input images and σ-maps
   double superposition_s = 0;
+  double nuclear_halo_s = 0;    ///< halo: coarse images, its superposition and resampling
   double resampling_s = 0;
   double checks_s = 0;
   double total_s = 0;
