@@ -1,0 +1,103 @@
+// The oracle ladder for the whole engine: the GPU backends against the CPU
+// backend on one heterogeneous case (shared/docs/style.md). Skips with a
+// message where no GPU is usable (CPU-only builds, CI).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "protondose/engine/dose_engine.h"
+#include "protondose/physics/beam_model.h"
+#include "protondose/physics/hu_curve.h"
+
+namespace pe = protondose::engine;
+using protondose::Grid3;
+using protondose::Volume;
+
+namespace {
+
+/// The bundled example's geometry (scripts/make-example) at 2 mm: an elliptic
+/// water cylinder with a bone rod and a lung insert; two opposed beams of 11
+/// layers × 81 spots.
+protondose::CtImage heterogeneous_ct() {
+  protondose::CtImage ct;
+  Grid3 g;
+  g.size = {96, 96, 72};
+  g.spacing_mm = {2, 2, 2};
+  g.origin_mm = {-95, -95, -71};
+  ct.hu = Volume<float>(g, -1000.0f);
+  for (int k = 0; k < g.size[2]; ++k)
+    for (int j = 0; j < g.size[1]; ++j)
+      for (int i = 0; i < g.size[0]; ++i) {
+        const protondose::Vec3 p = g.position_mm(i, j, k);
+        const double x = p[0], y = p[1];
+        float hu = -1000;
+        if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
+        if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
+        if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
+        ct.hu.at(i, j, k) = hu;
+      }
+  ct.patient_position = "HFS";
+  return ct;
+}
+
+protondose::IonPlan two_beam_plan() {
+  protondose::IonPlan plan;
+  plan.label = "backends";
+  for (int n = 0; n < 2; ++n) {
+    protondose::IonBeam b;
+    b.number = n + 1;
+    b.machine_name = "DCPT_ProBeam_v5";
+    b.gantry_angle_deg = n == 0 ? 90 : 270;
+    for (int li = 0; li < 11; ++li) {
+      protondose::EnergyLayer layer;
+      layer.nominal_energy_mev = std::pow((105.0 - 5 * li) / 10.0 / 0.0022, 1 / 1.77);
+      for (int y = -24; y <= 24; y += 6)
+        for (int x = -24; x <= 24; x += 6) layer.spots.push_back({double(x), double(y), 0.03 - 0.002 * li});
+      b.layers.push_back(layer);
+    }
+    plan.beams.push_back(b);
+  }
+  return plan;
+}
+
+pe::DoseResult compute(pe::Backend backend) {
+  pe::DoseEngineOptions o;
+  o.backend = backend;
+  const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                              protondose::physics::default_hu_curve(), o);
+  const pe::DoseResult r = engine.compute(heterogeneous_ct(), two_beam_plan());
+  const auto& t = r.timings;
+  std::printf("%-10s total %.3f s: HU %.3f, rays %.3f, layers %.3f, KS %.3f, halo %.3f, resample %.3f, checks %.3f "
+              "(%s; %zu spots)\n",
+              pe::backend_name(backend), t.total_s, t.hu_conversion_s, t.ray_tracing_s, t.layer_images_s,
+              t.superposition_s, t.nuclear_halo_s, t.resampling_s, t.checks_s, r.superposition_method.c_str(), r.spots);
+  return r;
+}
+
+void expect_matches_cpu(pe::Backend backend) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  static const pe::DoseResult cpu = compute(pe::Backend::kCpu);
+  compute(backend);  // warm-up: CUDA context, allocations
+  const pe::DoseResult gpu = compute(backend);
+  ASSERT_GT(cpu.max_dose_gy, 0.0);
+  ASSERT_EQ(cpu.dose_gy.data.size(), gpu.dose_gy.data.size());
+  double worst = 0;
+  std::size_t above = 0;
+  for (std::size_t i = 0; i < cpu.dose_gy.data.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(gpu.dose_gy.data[i]) - cpu.dose_gy.data[i]));
+    if (cpu.dose_gy.data[i] > 0.1 * cpu.max_dose_gy) ++above;
+  }
+  std::printf("%s vs cpu: max |dD| = %.3g of Dmax over %zu voxels (%zu above 10 %%)\n", pe::backend_name(backend),
+              worst / cpu.max_dose_gy, cpu.dose_gy.data.size(), above);
+  EXPECT_GT(above, 10000u);
+  // Float KS against the double oracle: ≤ 1e-4 of D_max per superposition
+  // (physics-and-method.md §3); a beam sums 22 layers' stacks and a halo stack.
+  EXPECT_LE(worst, 2e-4 * cpu.max_dose_gy);
+}
+
+}  // namespace
+
+TEST(EngineBackends, GpuScatterMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpu); }
+TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpuGather); }
