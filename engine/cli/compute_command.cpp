@@ -80,8 +80,27 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   if (ctx.quiet) spdlog::set_level(spdlog::level::warn);
   // With --json, stdout carries only the summary: the log goes to stderr.
   if (a.json) spdlog::set_default_logger(spdlog::stderr_color_mt("protondose-compute"));
-  const protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
-  const protondose::IonPlan plan = protondose::dicom::read_ion_plan(a.plan_path);
+  // Options first: a bad command line fails before any file is read.
+  const pe::Backend backend = choose_backend(a.backend);
+  protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
+  const protondose::dicom::IonPlanReadResult read = protondose::dicom::read_ion_plan_detailed(a.plan_path);
+  const protondose::IonPlan& plan = read.plan;
+  if (ct.patient_position.empty()) {
+    // The CT does not say how the patient lay; the plan's PatientSetupSequence may.
+    std::string position;
+    for (const auto& b : read.beams) {
+      if (b.patient_position.empty()) continue;
+      if (!position.empty() && position != b.patient_position)
+        throw protondose::InputError(a.plan_path + ": beams state different PatientPosition ('" + position +
+                                     "', '" + b.patient_position + "') and the CT states none");
+      position = b.patient_position;
+    }
+    if (position.empty())
+      throw protondose::InputError(a.ct_dir + ": the CT has no PatientPosition (0018,5100) and the plan's "
+                                   "PatientSetupSequence states none either");
+    spdlog::warn("the CT has no PatientPosition (0018,5100); using the plan's PatientSetupSequence: {}", position);
+    ct.patient_position = position;
+  }
   protondose::dicom::check_same_frame_of_reference(ct, plan);
 
   const std::string machine_name = a.machine.empty() ? machine_from_plan(plan, a.plan_path) : a.machine;
@@ -91,7 +110,7 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   if (a.hu_curve.empty()) spdlog::info("HU curve: the shipped default ({})", hu.source());
 
   pe::DoseEngineOptions o;
-  o.backend = choose_backend(a.backend);
+  o.backend = backend;
   o.output_spacing_mm = a.grid_mm;
   o.keep_per_beam = a.per_beam;
   o.rbe_factor = a.rbe;
