@@ -1,4 +1,5 @@
 #include "protondose/engine/dose_engine.h"
+#include "protondose/engine/geometry.h"
 
 #include <gtest/gtest.h>
 
@@ -301,4 +302,29 @@ TEST(DoseEngine, NuclearHaloMovesDoseFromTheFieldCentreToItsSurroundingsAndKeeps
   EXPECT_LT(centre_with, 0.99 * centre_without);
   EXPECT_GT(out_with, 2 * out_without + 1e-9);
   EXPECT_GT(with.timings.nuclear_halo_s, 0.0);
+}
+
+TEST(DoseEngine, ObliqueBeamWithCouchRotationDepositsAlongItsAxis) {
+  const CtImage ct = water_cube_ct(58);
+  IonPlan plan = small_plan(45);
+  plan.beams[0].couch_angle_deg = 30;
+  const pe::DoseResult r = make_engine().compute(ct, plan);
+  EXPECT_LT(std::abs(r.energy.relative_difference()), r.energy_balance_tolerance);
+  const pe::BeamFrame frame(45, 30, {0, 0, 0}, pe::PatientPosition::kHfs);
+  // The dose-weighted lateral centroid (beam x, y) of the voxels above half the maximum lies on the axis.
+  const Grid3& g = r.dose_gy.grid;
+  double w = 0, cx = 0, cy = 0;
+  for (int k = 0; k < g.size[2]; ++k)
+    for (int j = 0; j < g.size[1]; ++j)
+      for (int i = 0; i < g.size[0]; ++i) {
+        const double d = r.dose_gy.at(i, j, k);
+        if (d < 0.5 * r.max_dose_gy) continue;
+        const protondose::Vec3 b = frame.beam_from_patient(g.position_mm(i, j, k));
+        w += d;
+        cx += d * b[0];
+        cy += d * b[1];
+      }
+  ASSERT_GT(w, 0.0);
+  EXPECT_NEAR(cx / w, 0.0, 1.0);
+  EXPECT_NEAR(cy / w, 0.0, 1.0);
 }
