@@ -117,8 +117,14 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   o.quantity = a.dose_to_medium ? pe::DoseQuantity::kDoseToMedium : pe::DoseQuantity::kDoseToWater;
   o.ray_pitch_mm = a.ray_pitch_mm;
   o.depth_step_mm = a.depth_step_mm;
-  // A machine given as a file is named after the file; the plan's name is then not comparable.
-  o.require_machine_name_match = a.machine.empty() || a.machine.find('/') == std::string::npos;
+  // --machine is the user's explicit choice for every beam, whatever the plan names.
+  o.require_machine_name_match = a.machine.empty();
+  if (!a.machine.empty())
+    for (const auto& beam : plan.beams)
+      if (!beam.machine_name.empty() && beam.machine_name != machine.name()) {
+        spdlog::warn("--machine {}: beam {} names TreatmentMachineName '{}'; computing with '{}' as asked",
+                     a.machine, beam.number, beam.machine_name, machine.name());
+      }
   const pe::DoseEngine engine(std::move(machine), std::move(hu), o);
   const pe::DoseResult r = engine.compute(ct, plan);
 
