@@ -328,3 +328,15 @@ TEST(DoseEngine, ObliqueBeamWithCouchRotationDepositsAlongItsAxis) {
   EXPECT_NEAR(cx / w, 0.0, 1.0);
   EXPECT_NEAR(cy / w, 0.0, 1.0);
 }
+
+TEST(DoseEngine, CoarserOutputGridKeepsTheEnergyAndTheMaximum) {
+  const CtImage ct = water_cube_ct(50);
+  pe::DoseEngineOptions o = fast_options();
+  const pe::DoseResult fine = make_engine(o).compute(ct, small_plan(0));
+  o.output_spacing_mm = 3.0;
+  const pe::DoseResult coarse = make_engine(o).compute(ct, small_plan(0));
+  EXPECT_EQ(coarse.dose_gy.grid.size, (std::array<int, 3>{40, 40, 40}));
+  EXPECT_LT(std::abs(coarse.energy.relative_difference()), coarse.energy_balance_tolerance);
+  EXPECT_NEAR(coarse.energy.deposited_mev / fine.energy.deposited_mev, 1.0, 0.02);
+  EXPECT_NEAR(coarse.max_dose_gy / fine.max_dose_gy, 1.0, 0.05);
+}
