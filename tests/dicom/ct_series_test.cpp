@@ -168,6 +168,7 @@ TEST(CtSeriesReader, SharedCasesAreConsistentWithTheirPlanStructuresAndDose) {
     const RtDose dose = read_rt_dose(test::shared(base + "/mc_dose.dcm"));
     EXPECT_EQ(dose.frame_of_reference_uid, ct.frame_of_reference_uid);
     EXPECT_EQ(dose.study_instance_uid, ct.study_instance_uid);
+    EXPECT_EQ(dose.referenced_plan_uid, plan.sop_instance_uid);
     EXPECT_EQ(dose.dose_gy.grid, ct.hu.grid);
     EXPECT_EQ(read_rt_structure_set(test::shared(base + "/rtstruct.dcm")).frame_of_reference_uid,
               ct.frame_of_reference_uid);
