@@ -36,6 +36,9 @@ constexpr double kMinScatteringDensityGcm3 = 1e-6;
 /// material, where the lever arm is longer), used only to size the BEV
 /// grid's first attempt; a second attempt widens it when the σ-maps need more.
 constexpr double kMcsSigmaPerRangeEstimate = 0.05;
+/// Host bytes per pixel of a superposition stack: image, σx, σy, output, and
+/// the halo share and variance.
+constexpr std::size_t kStackBytesPerPixel = 6 * sizeof(float);
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
 /// Target pitch (mm, isocentre plane) of the coarse grid of the nuclear halo:
@@ -429,11 +432,9 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
                        2 * options_.ray_pitch_mm;
 
     std::vector<float> bev_dose;
+    Volume<float> beam_dose;
     BevGrid grid;
-    std::size_t stack_slices = 0;
-    std::vector<float> image, sigma_x, sigma_y;
-    // The halo share of each input pixel (Gy) and its kernel variance (mm²), on the fine grid.
-    std::vector<float> halo_image, halo_variance_mm2;
+    std::size_t total_stack_slices = 0;
     double expected_mev = 0;
     for (int attempt = 0;; ++attempt) {
       t0 = Clock::now();
@@ -489,10 +490,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       for (std::size_t i = 0; i < x0_g_cm2.size(); ++i)
         if (trace.density_g_cm3[i] > kMinScatteringDensityGcm3)
           x0_g_cm2[i] = static_cast<float>(physics::radiation_length_g_cm2(trace.density_g_cm3[i]));
-      stack_slices = 0;
       for (LayerWork& L : layers) {
-        L.stack_offset = stack_slices;
-        stack_slices += static_cast<std::size_t>(L.slices);
         L.air_sigma_x_mm.resize(static_cast<std::size_t>(L.slices));
         L.air_sigma_y_mm.resize(static_cast<std::size_t>(L.slices));
         // The fluence is spread with the narrowest in-air spot over the layer's
@@ -510,153 +508,190 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
         }
       }
       const std::size_t plane = grid.rays();
-      image.assign(stack_slices * plane, 0.0f);
-      sigma_x.assign(stack_slices * plane, 0.0f);
-      sigma_y.assign(stack_slices * plane, 0.0f);
-      if (options_.nuclear_halo) {
-        halo_image.assign(stack_slices * plane, 0.0f);
-        halo_variance_mm2.assign(stack_slices * plane, 0.0f);
-      }
-      std::vector<double> row_energy(static_cast<std::size_t>(grid.rows), 0.0);
-      std::vector<int> row_overshoot_px(static_cast<std::size_t>(grid.rows), 0);
       const double pixel_area_iso_mm2 = grid.pitch_x_mm * grid.pitch_y_mm;
       const double grid_start_depth_mm = grid.depth_mm(0) - 0.5 * grid.depth_step_mm;
-      for (const LayerWork& L : layers) {
-        const std::vector<double> fluence =
-            spread_spots_to_rays(grid, L.spots, L.spread_sigma_x_iso_mm, L.spread_sigma_y_iso_mm, options_.cutoff_sigmas);
-        const double wet = L.shifter_wet_mm;
-        physics::FermiEygesMoments shifter_moments;
-        if (wet > 0) {
-          // The shifters as one PMMA slab of their summed WET (DICOM states no
-          // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
-          // to each depth along the ray.
-          physics::RangeShifter rs;
-          rs.id = "range shifter of " + label;
-          rs.water_equivalent_thickness_mm = wet;
-          rs.material = physics::pmma_range_shifter_material();
-          shifter_moments = physics::range_shifter_exit_moments(
-              rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
-        }
-        parallel_for_chunks(static_cast<std::size_t>(grid.rows), threads, [&](std::size_t b, std::size_t e, int) {
-          for (std::size_t rr = b; rr < e; ++rr) {
-            const int r = static_cast<int>(rr);
-            double energy = 0;
-            int overshoot = 0;
-            for (int c = 0; c < grid.cols; ++c) {
-              const std::size_t ray = rr * static_cast<std::size_t>(grid.cols) + static_cast<std::size_t>(c);
-              const double f = fluence[ray];
-              if (f <= 0) continue;
-              const double step_mm = trace.step_mm[ray];
-              physics::FermiEygesMoments m;
-              if (shifter_wet_mm > 0)
-                m = physics::drift(shifter_moments, (grid_start_depth_mm - shifter_depth_mm) * step_mm / grid.depth_step_mm);
-              for (int k = 0; k < L.slices; ++k) {
-                const std::size_t idx = grid.index(k, r, c);
-                const double w_near = trace.wepl_near_mm(k, r, c);
-                if (w_near >= L.cutoff_wepl_mm) break;
-                const double w_far = trace.wepl_far_mm[idx];
-                const double d_mev = L.curve->cidd_mev(std::min(w_far, L.cutoff_wepl_mm) + wet) -
-                                     L.curve->cidd_mev(w_near + wet);
-                const double d = grid.depth_mm(k);
-                const double mx = grid.magnification_x(d), my = grid.magnification_y(d);
-                const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
-                const double rho = trace.density_g_cm3[idx];
-                const double mass_g = to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step_mm / 10.0 * area_cm2;
-                // Fermi–Eyges moments to the far face of the slice; the variance at
-                // the slice centre is the mean of near and far (exact to O(Δs²·T)).
-                const double e_mid = L.energy_at_wepl(0.5 * (w_near + w_far));
-                const bool scatters = rho > kMinScatteringDensityGcm3 && e_mid > kMinScatteringEnergyMev;
-                const double a2_near = m.a2_mm2;
-                m = scatters ? physics::advance(m, step_mm, rho, x0_g_cm2[idx], e_mid, L.scattering)
-                             : physics::drift(m, step_mm);
-                const double a2_centre = 0.5 * (a2_near + m.a2_mm2);
-                if (d_mev <= 0 || mass_g <= 0) continue;
-                energy += f * d_mev;
-                const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
-                const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
-                const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
-                if (L.halo) {
-                  // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
-                  // fraction W of this step's energy spreads with the halo σ (total
-                  // width; the spread fluence already carries σ_spread).
-                  const double w_halo = std::min(0.5 * (w_near + w_far),
-                                                 0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm());
-                  const double weight = L.halo->weight_fraction(w_halo);
-                  const double sh = L.halo->sigma_mm(w_halo);
-                  halo_image[sidx] = static_cast<float>(weight * pixel_gy);
-                  halo_variance_mm2[sidx] = static_cast<float>(std::max(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
-                  image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
-                } else {
-                  image[sidx] = static_cast<float>(pixel_gy);
-                }
-                const double vx = L.air_sigma_x_mm[static_cast<std::size_t>(k)] * L.air_sigma_x_mm[static_cast<std::size_t>(k)] -
-                                  sxm * sxm + a2_centre;
-                const double vy = L.air_sigma_y_mm[static_cast<std::size_t>(k)] * L.air_sigma_y_mm[static_cast<std::size_t>(k)] -
-                                  sym * sym + a2_centre;
-                const float spx = static_cast<float>(std::sqrt(std::max(vx, 0.0)) / (grid.pitch_x_mm * mx));
-                const float spy = static_cast<float>(std::sqrt(std::max(vy, 0.0)) / (grid.pitch_y_mm * my));
-                sigma_x[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spx;
-                sigma_y[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spy;
-                const int rx = kernel_radius_px(spx, static_cast<float>(options_.cutoff_sigmas));
-                const int ry = kernel_radius_px(spy, static_cast<float>(options_.cutoff_sigmas));
-                overshoot = std::max({overshoot, rx - c, c + rx - (grid.cols - 1), ry - r, r + ry - (grid.rows - 1)});
-              }
-            }
-            row_energy[rr] += energy;
-            row_overshoot_px[rr] = std::max(row_overshoot_px[rr], overshoot);
-          }
-        });
-      }
       result.timings.layer_images_s += seconds_since(t0);
-      const int overshoot_px = *std::max_element(row_overshoot_px.begin(), row_overshoot_px.end());
-      if (overshoot_px > 0 && attempt == 0) {
-        // A kernel reaches past the grid edge: widen and redo rather than clip.
-        const double m_max = std::max(grid.magnification_x(grid.depth_mm(grid.slices - 1)), 1.0);
-        margin_mm += (overshoot_px + 2) * options_.ray_pitch_mm * m_max;
-        spdlog::info("{}: kernels reach {} px past the BEV grid; widening the margin to {:.1f} mm", label,
-                     overshoot_px, margin_mm);
-        continue;
+
+      // The layers' slices form one stack and one superposition per beam, unless
+      // the stack would exceed max_stack_bytes: then consecutive groups of layers
+      // (logged), each a superposition of its own.
+      std::vector<std::size_t> group_starts{0};
+      {
+        std::size_t bytes = 0;
+        for (std::size_t li = 0; li < layers.size(); ++li) {
+          const std::size_t layer_bytes = static_cast<std::size_t>(layers[li].slices) * plane * kStackBytesPerPixel;
+          if (bytes > 0 && bytes + layer_bytes > options_.max_stack_bytes) {
+            group_starts.push_back(li);
+            bytes = 0;
+          }
+          bytes += layer_bytes;
+        }
       }
+      if (group_starts.size() > 1)
+        spdlog::info("{}: the superposition stack exceeds {} MB; {} groups of layers", label,
+                     options_.max_stack_bytes >> 20, group_starts.size());
+      bev_dose.assign(grid.pixel_count(), 0.0f);
+      beam_dose = Volume<float>(og, 0.0f);
       expected_mev = 0;
-      for (double v : row_energy) expected_mev += v;
+      total_stack_slices = 0;
+      bool widen = false;
+      for (std::size_t g = 0; g < group_starts.size() && !widen; ++g) {
+        const std::size_t group_begin = group_starts[g];
+        const std::size_t group_end = g + 1 < group_starts.size() ? group_starts[g + 1] : layers.size();
+        t0 = Clock::now();
+        std::size_t stack_slices = 0;
+        for (std::size_t li = group_begin; li < group_end; ++li) {
+          layers[li].stack_offset = stack_slices;
+          stack_slices += static_cast<std::size_t>(layers[li].slices);
+        }
+        total_stack_slices += stack_slices;
+        std::vector<float> image(stack_slices * plane, 0.0f), sigma_x(stack_slices * plane, 0.0f),
+            sigma_y(stack_slices * plane, 0.0f);
+        // The halo share of each input pixel (Gy) and its kernel variance (mm²), on the fine grid.
+        std::vector<float> halo_image, halo_variance_mm2;
+        if (options_.nuclear_halo) {
+          halo_image.assign(stack_slices * plane, 0.0f);
+          halo_variance_mm2.assign(stack_slices * plane, 0.0f);
+        }
+        std::vector<double> row_energy(static_cast<std::size_t>(grid.rows), 0.0);
+        std::vector<int> row_overshoot_px(static_cast<std::size_t>(grid.rows), 0);
+          for (std::size_t li = group_begin; li < group_end; ++li) {
+            const LayerWork& L = layers[li];
+            const std::vector<double> fluence =
+                spread_spots_to_rays(grid, L.spots, L.spread_sigma_x_iso_mm, L.spread_sigma_y_iso_mm, options_.cutoff_sigmas);
+            const double wet = L.shifter_wet_mm;
+            physics::FermiEygesMoments shifter_moments;
+            if (wet > 0) {
+              // The shifters as one PMMA slab of their summed WET (DICOM states no
+              // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
+              // to each depth along the ray.
+              physics::RangeShifter rs;
+              rs.id = "range shifter of " + label;
+              rs.water_equivalent_thickness_mm = wet;
+              rs.material = physics::pmma_range_shifter_material();
+              shifter_moments = physics::range_shifter_exit_moments(
+                  rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
+            }
+            parallel_for_chunks(static_cast<std::size_t>(grid.rows), threads, [&](std::size_t b, std::size_t e, int) {
+              for (std::size_t rr = b; rr < e; ++rr) {
+                const int r = static_cast<int>(rr);
+                double energy = 0;
+                int overshoot = 0;
+                for (int c = 0; c < grid.cols; ++c) {
+                  const std::size_t ray = rr * static_cast<std::size_t>(grid.cols) + static_cast<std::size_t>(c);
+                  const double f = fluence[ray];
+                  if (f <= 0) continue;
+                  const double step_mm = trace.step_mm[ray];
+                  physics::FermiEygesMoments m;
+                  if (shifter_wet_mm > 0)
+                    m = physics::drift(shifter_moments, (grid_start_depth_mm - shifter_depth_mm) * step_mm / grid.depth_step_mm);
+                  for (int k = 0; k < L.slices; ++k) {
+                    const std::size_t idx = grid.index(k, r, c);
+                    const double w_near = trace.wepl_near_mm(k, r, c);
+                    if (w_near >= L.cutoff_wepl_mm) break;
+                    const double w_far = trace.wepl_far_mm[idx];
+                    const double d_mev = L.curve->cidd_mev(std::min(w_far, L.cutoff_wepl_mm) + wet) -
+                                         L.curve->cidd_mev(w_near + wet);
+                    const double d = grid.depth_mm(k);
+                    const double mx = grid.magnification_x(d), my = grid.magnification_y(d);
+                    const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
+                    const double rho = trace.density_g_cm3[idx];
+                    const double mass_g = to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step_mm / 10.0 * area_cm2;
+                    // Fermi–Eyges moments to the far face of the slice; the variance at
+                    // the slice centre is the mean of near and far (exact to O(Δs²·T)).
+                    const double e_mid = L.energy_at_wepl(0.5 * (w_near + w_far));
+                    const bool scatters = rho > kMinScatteringDensityGcm3 && e_mid > kMinScatteringEnergyMev;
+                    const double a2_near = m.a2_mm2;
+                    m = scatters ? physics::advance(m, step_mm, rho, x0_g_cm2[idx], e_mid, L.scattering)
+                                 : physics::drift(m, step_mm);
+                    const double a2_centre = 0.5 * (a2_near + m.a2_mm2);
+                    if (d_mev <= 0 || mass_g <= 0) continue;
+                    energy += f * d_mev;
+                    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
+                    const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+                    const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
+                    if (L.halo) {
+                      // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
+                      // fraction W of this step's energy spreads with the halo σ (total
+                      // width; the spread fluence already carries σ_spread).
+                      const double w_halo = std::min(0.5 * (w_near + w_far),
+                                                     0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm());
+                      const double weight = L.halo->weight_fraction(w_halo);
+                      const double sh = L.halo->sigma_mm(w_halo);
+                      halo_image[sidx] = static_cast<float>(weight * pixel_gy);
+                      halo_variance_mm2[sidx] = static_cast<float>(std::max(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
+                      image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
+                    } else {
+                      image[sidx] = static_cast<float>(pixel_gy);
+                    }
+                    const double vx = L.air_sigma_x_mm[static_cast<std::size_t>(k)] * L.air_sigma_x_mm[static_cast<std::size_t>(k)] -
+                                      sxm * sxm + a2_centre;
+                    const double vy = L.air_sigma_y_mm[static_cast<std::size_t>(k)] * L.air_sigma_y_mm[static_cast<std::size_t>(k)] -
+                                      sym * sym + a2_centre;
+                    const float spx = static_cast<float>(std::sqrt(std::max(vx, 0.0)) / (grid.pitch_x_mm * mx));
+                    const float spy = static_cast<float>(std::sqrt(std::max(vy, 0.0)) / (grid.pitch_y_mm * my));
+                    sigma_x[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spx;
+                    sigma_y[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spy;
+                    const int rx = kernel_radius_px(spx, static_cast<float>(options_.cutoff_sigmas));
+                    const int ry = kernel_radius_px(spy, static_cast<float>(options_.cutoff_sigmas));
+                    overshoot = std::max({overshoot, rx - c, c + rx - (grid.cols - 1), ry - r, r + ry - (grid.rows - 1)});
+                  }
+                }
+                row_energy[rr] += energy;
+                row_overshoot_px[rr] = std::max(row_overshoot_px[rr], overshoot);
+              }
+            });
+          }
+        result.timings.layer_images_s += seconds_since(t0);
+        const int overshoot_px = *std::max_element(row_overshoot_px.begin(), row_overshoot_px.end());
+        if (overshoot_px > 0 && attempt == 0) {
+          // A kernel reaches past the grid edge: widen and redo rather than clip.
+          const double m_max = std::max(grid.magnification_x(grid.depth_mm(grid.slices - 1)), 1.0);
+          margin_mm += (overshoot_px + 2) * options_.ray_pitch_mm * m_max;
+          spdlog::info("{}: kernels reach {} px past the BEV grid; widening the margin to {:.1f} mm", label,
+                       overshoot_px, margin_mm);
+          widen = true;
+          break;
+        }
+        for (double v : row_energy) expected_mev += v;
+
+        // The superposition of the group's whole stack.
+        t0 = Clock::now();
+        std::vector<float> stack_out(stack_slices * plane, 0.0f);
+        SuperpositionInput in;
+        in.shape = {static_cast<int>(stack_slices), grid.rows, grid.cols};
+        in.image = {image.data(), image.size()};
+        in.sigma_x_px = {sigma_x.data(), sigma_x.size()};
+        in.sigma_y_px = {sigma_y.data(), sigma_y.size()};
+        superposer_->superpose(in, stack_out.data());
+        for (std::size_t li = group_begin; li < group_end; ++li)
+          for (int k = 0; k < layers[li].slices; ++k) {
+            const float* src = stack_out.data() + (layers[li].stack_offset + static_cast<std::size_t>(k)) * plane;
+            float* dst = bev_dose.data() + static_cast<std::size_t>(k) * plane;
+            for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
+          }
+        result.timings.superposition_s += seconds_since(t0);
+        if (options_.nuclear_halo) {
+          t0 = Clock::now();
+          std::vector<int> stack_depth_slice(stack_slices);
+          for (std::size_t li = group_begin; li < group_end; ++li)
+            for (int k = 0; k < layers[li].slices; ++k)
+              stack_depth_slice[layers[li].stack_offset + static_cast<std::size_t>(k)] = k;
+          add_nuclear_halo(grid, frame, stack_depth_slice, halo_image, halo_variance_mm2, *superposer_,
+                           options_.cutoff_sigmas, threads, beam_dose);
+          result.timings.nuclear_halo_s += seconds_since(t0);
+        }
+      }
+      if (widen) continue;
       break;
     }
     bd.energy.expected_mev = expected_mev;
-    bd.bev_pixels = stack_slices * grid.rays();
+    bd.bev_pixels = total_stack_slices * grid.rays();
     bd.bev_size = {grid.cols, grid.rows, grid.slices};
 
-    // One superposition of the whole stack of the beam.
     t0 = Clock::now();
-    std::vector<float> stack_out(stack_slices * grid.rays(), 0.0f);
-    SuperpositionInput in;
-    in.shape = {static_cast<int>(stack_slices), grid.rows, grid.cols};
-    in.image = {image.data(), image.size()};
-    in.sigma_x_px = {sigma_x.data(), sigma_x.size()};
-    in.sigma_y_px = {sigma_y.data(), sigma_y.size()};
-    superposer_->superpose(in, stack_out.data());
-    result.timings.superposition_s += seconds_since(t0);
-
-    t0 = Clock::now();
-    bev_dose.assign(grid.pixel_count(), 0.0f);
-    const std::size_t plane = grid.rays();
-    for (const LayerWork& L : layers)
-      for (int k = 0; k < L.slices; ++k) {
-        const float* src = stack_out.data() + (L.stack_offset + static_cast<std::size_t>(k)) * plane;
-        float* dst = bev_dose.data() + static_cast<std::size_t>(k) * plane;
-        for (std::size_t p = 0; p < plane; ++p) dst[p] += src[p];
-      }
-    Volume<float> beam_dose(og, 0.0f);
     add_bev_to_patient(grid, frame, bev_dose, 1.0, beam_dose, threads);
     result.timings.resampling_s += seconds_since(t0);
-    if (options_.nuclear_halo) {
-      t0 = Clock::now();
-      std::vector<int> stack_depth_slice(stack_slices);
-      for (const LayerWork& L : layers)
-        for (int k = 0; k < L.slices; ++k) stack_depth_slice[L.stack_offset + static_cast<std::size_t>(k)] = k;
-      add_nuclear_halo(grid, frame, stack_depth_slice, halo_image, halo_variance_mm2, *superposer_,
-                       options_.cutoff_sigmas, threads, beam_dose);
-      result.timings.nuclear_halo_s += seconds_since(t0);
-    }
 
     t0 = Clock::now();
     check_dose_values(beam_dose, label);
@@ -668,7 +703,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     bd.energy.deposited_mev = deposited * voxel_cm3 / kGyPerMevPerGram;
     spdlog::info("{}: {} layers, {} spots, BEV {}x{}x{} ({} stack slices); energy carried {:.4g} MeV, in the "
                  "patient {:.4g} MeV, deposited on the dose grid {:.4g} MeV ({:+.2f} %)",
-                 label, bd.layers, bd.spots, grid.cols, grid.rows, grid.slices, stack_slices,
+                 label, bd.layers, bd.spots, grid.cols, grid.rows, grid.slices, total_stack_slices,
                  bd.energy.carried_mev, bd.energy.expected_mev, bd.energy.deposited_mev,
                  100 * bd.energy.relative_difference());
     if (std::abs(bd.energy.relative_difference()) > options_.energy_balance_tolerance) {

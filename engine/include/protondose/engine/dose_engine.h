@@ -83,6 +83,11 @@ struct DoseEngineOptions {
   /// A beam whose TreatmentMachineName differs from the beam model's name is an
   /// InputError unless this is false.
   bool require_machine_name_match = true;
+  /// Host memory (bytes) one superposition stack may take (image, σ-maps,
+  /// output, halo shares: 24 bytes per pixel). A beam whose layers need more is
+  /// superposed in consecutive groups of layers (logged); a single layer is
+  /// never split.
+  std::size_t max_stack_bytes = std::size_t{2} << 30;
   /// Largest accepted |deposited − expected| / expected of the energy balance.
   double energy_balance_tolerance = 0.02;
   int threads = 0;  ///< CPU worker threads (0 = default_thread_count())
@@ -123,7 +128,7 @@ struct BeamDose {
   EnergyBalance energy;
   std::size_t spots = 0;
   std::size_t layers = 0;
-  std::size_t bev_pixels = 0;  ///< pixels of the superposition stack
+  std::size_t bev_pixels = 0;  ///< pixels of the superposition stack(s)
   std::array<int, 3> bev_size{0, 0, 0};  ///< BEV cols, rows, slices
 };
 
