@@ -222,6 +222,7 @@ void DoseEngineOptions::validate() const {
   if (!(energy_balance_tolerance > 0) || !(energy_balance_tolerance < 1))
     bad("energy_balance_tolerance", energy_balance_tolerance, "(0, 1)");
   if (threads < 0) bad("threads", threads, "[0, inf)");
+  if (max_stack_bytes == 0) bad("max_stack_bytes", 0, "[1, inf) bytes");
 }
 
 Grid3 output_grid(const Grid3& ct, std::optional<double> spacing_mm) {

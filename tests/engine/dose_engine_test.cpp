@@ -259,6 +259,17 @@ TEST(DoseEngineOptions, RejectsNonPositiveRayPitch) {
   }
 }
 
+TEST(DoseEngineOptions, RejectsAZeroStackBudget) {
+  pe::DoseEngineOptions o;
+  o.max_stack_bytes = 0;
+  try {
+    o.validate();
+    FAIL() << "expected ConfigError";
+  } catch (const protondose::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_stack_bytes = 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DoseEngineOptions, ParsesBackendNamesAndRejectsOthers) {
   EXPECT_EQ(pe::parse_backend("gpu-gather"), pe::Backend::kGpuGather);
   EXPECT_STREQ(pe::backend_name(pe::Backend::kCpu), "cpu");
