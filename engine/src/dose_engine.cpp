@@ -416,7 +416,13 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       max_cutoff_mm = std::max(max_cutoff_mm, L.cutoff_wepl_mm);
       layers.push_back(std::move(L));
     }
-    if (layers.empty()) throw InputError(label + ": no energy layer with a spot of positive meterset");
+    if (layers.empty()) {
+      // A setup beam, or one whose layers all stop in the range shifter: its dose is exactly zero.
+      spdlog::warn("{}: no spot with positive meterset reaches the patient; the beam adds no dose", label);
+      if (options_.keep_per_beam) bd.dose_gy = Volume<float>(og, 0.0f);
+      result.beams.push_back(std::move(bd));
+      continue;
+    }
     bd.layers = layers.size();
 
     // The depth range of the CT along this beam, and a first lateral margin.
@@ -728,6 +734,8 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     result.beams.push_back(std::move(bd));
   }
 
+  if (result.spots == 0)
+    throw InputError("plan '" + plan.label + "': no beam has a spot with positive meterset that reaches the patient");
   t0 = Clock::now();
   if (options_.rbe_factor)
     for (float& v : result.dose_gy.data) v = static_cast<float>(v * *options_.rbe_factor);

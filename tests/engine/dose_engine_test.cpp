@@ -372,3 +372,24 @@ TEST(DoseEngine, StackSplitIntoLayerGroupsGivesTheSameDose) {
   EXPECT_LE(worst, 1e-5 * one.max_dose_gy);
   EXPECT_NEAR(split.energy.relative_difference(), one.energy.relative_difference(), 1e-6);
 }
+
+TEST(DoseEngine, BeamWithoutMetersetAddsNothingAndAPlanWithoutAnyIsRejected) {
+  const CtImage ct = water_cube_ct(50);
+  IonPlan plan = small_plan(0);
+  IonBeam setup = plan.beams[0];
+  setup.number = 2;
+  setup.name = "SETUP";
+  for (auto& spot : setup.layers[0].spots) spot.meterset = 0;
+  plan.beams.push_back(setup);
+  const pe::DoseResult r = make_engine().compute(ct, plan);
+  ASSERT_EQ(r.beams.size(), 2u);
+  EXPECT_EQ(r.beams[1].spots, 0u);
+  EXPECT_EQ(r.spots, 25u);
+  plan.beams.erase(plan.beams.begin());
+  try {
+    make_engine().compute(ct, plan);
+    FAIL() << "expected InputError";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no beam has a spot with positive meterset"), std::string::npos) << e.what();
+  }
+}
