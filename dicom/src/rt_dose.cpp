@@ -363,6 +363,31 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
     put(*beam_ref, DCM_ReferencedBeamNumber, std::to_string(options.referenced_beam_number));
   }
 
+  if (!options.copy_patient_and_study_from.empty()) {
+    const std::string& source_path = options.copy_patient_and_study_from;
+    auto source = detail::load_file(source_path, /*load_all=*/false);
+    DcmDataset& src = *source->getDataset();
+    const Where sw{source_path, ""};
+    const auto source_study = find_string(src, DCM_StudyInstanceUID, sw).value_or("");
+    if (source_study != study_uid)
+      throw InputError(where + "copy_patient_and_study_from '" + source_path + "' has " +
+                       tag_label(DCM_StudyInstanceUID) + " '" + source_study + "', the dose's study is '" +
+                       study_uid + "'");
+    for (const DcmTagKey& key : {DCM_PatientName, DCM_PatientID, DCM_PatientBirthDate, DCM_PatientSex,
+                                 DCM_StudyDate, DCM_StudyTime, DCM_StudyID, DCM_StudyDescription,
+                                 DCM_ReferringPhysicianName, DCM_AccessionNumber}) {
+      DcmElement* element = nullptr;
+      if (src.findAndGetElement(key, element).good() && element != nullptr) {
+        DcmElement* copy = OFstatic_cast(DcmElement*, element->clone());
+        const OFCondition inserted = ds.insert(copy, OFTrue);
+        if (inserted.bad()) {
+          delete copy;
+          check_put(inserted, "copy " + tag_label(key) + " from '" + source_path + "'");
+        }
+      }
+    }
+  }
+
   // Pixels: round(dose / scaling), little-endian, as 16-bit words (OW).
   const std::size_t count = dose_gy.data.size();
   const std::size_t word_count = options.sixteen_bit ? count : 2 * count;

@@ -11,6 +11,7 @@
 
 #include "dicom_test_util.h"
 #include "protondose/core/error.h"
+#include "protondose/dicom/ct_series.h"
 #include "protondose/dicom/ion_plan.h"
 #include "protondose/dicom/rt_dose.h"
 
@@ -233,6 +234,37 @@ TEST(RtDoseWriter, TakesStudyAndFrameFromTheCtAndPatientFromThePlan) {
   EXPECT_EQ(read.study_instance_uid, "1.2.826.0.1.3680043.2.1125.77");
   EXPECT_EQ(read.frame_of_reference_uid, plan.frame_of_reference_uid);
   EXPECT_EQ(read.referenced_plan_uid, plan.sop_instance_uid);
+}
+
+TEST(RtDoseWriter, WithThePlanAsIdentitySourceIsOneEntityWithCtAndPlanForDcentvfy) {
+  if (run("command -v dcentvfy > /dev/null 2>&1") != 0) GTEST_SKIP() << "dcentvfy not installed (apt-get install dicom3tools)";
+  const std::string base = shared("reference/slab_dcpt");
+  const CtImage ct = read_ct_series(base + "/ct");
+  const IonPlan plan = read_ion_plan(base + "/plan.dcm");
+  RtDoseWriteOptions options;
+  options.plan = &plan;
+  options.ct = &ct;
+  options.sixteen_bit = true;
+  options.copy_patient_and_study_from = base + "/plan.dcm";
+  const std::string dir = test::scratch_dir();
+  write_rt_dose(dir + "/dose.dcm", read_rt_dose(base + "/mc_dose.dcm").dose_gy, options);
+  const std::string log = dir + "/dcentvfy.log";
+  run("dcentvfy " + base + "/ct/CT.slab_dcpt.001.dcm " + base + "/ct/CT.slab_dcpt.002.dcm " + base + "/plan.dcm " +
+      dir + "/dose.dcm > " + log + " 2>&1");
+  std::ifstream in(log);
+  std::string line, findings;
+  while (std::getline(in, line)) findings += line + "\n";
+  // dcentvfy prints nothing when patient, study and frame of reference agree.
+  EXPECT_TRUE(findings.empty()) << findings;
+}
+
+TEST(RtDoseWriter, RejectsAnIdentitySourceFromAnotherStudy) {
+  const IonPlan plan = slab_plan();
+  RtDoseWriteOptions options;
+  options.plan = &plan;
+  options.copy_patient_and_study_from = shared("reference/water_dcpt/plan.dcm");
+  EXPECT_THROW_WITH(write_rt_dose(test::scratch_dir() + "/x.dcm", sample_dose(1), options), InputError,
+                    "StudyInstanceUID (0020,000d)", "water_dcpt/plan.dcm");
 }
 
 TEST(RtDoseWriter, RejectsNegativeDoseNamingTheVoxel) {

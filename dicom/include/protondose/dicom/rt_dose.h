@@ -62,6 +62,12 @@ struct RtDoseWriteOptions {
   /// false (default): 32-bit unsigned pixels, as RayStation and Eclipse write;
   /// true: 16-bit unsigned pixels (coarser quantum: max/65535).
   bool sixteen_bit = false;
+  /// Optional DICOM file (typically the plan file) whose Patient and General
+  /// Study attributes (PatientName/ID/BirthDate/Sex, StudyDate/Time/ID,
+  /// StudyDescription, ReferringPhysicianName, AccessionNumber) are copied,
+  /// so that the dose is one entity with its plan and CT for a TPS import.
+  /// Its StudyInstanceUID must equal the one the dose gets (InputError).
+  std::string copy_patient_and_study_from;
   std::string series_description = "protondose dose";
   std::string manufacturer = "protondose";
 };
