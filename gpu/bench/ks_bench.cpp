@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
   std::string out_path;
   int repetitions = 15, warmup = 3, cpu_threads = 0;
   bool quick = false, cpu_only = false, skip_cpu_single = false;
+  std::string sections = "ABC";
   app.add_option("--out", out_path, "Also write the report (Markdown) to this file");
   app.add_option("--repetitions", repetitions, "Timed runs per case (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--warmup", warmup, "Untimed warm-up runs per case")->check(CLI::Range(0, 100));
@@ -154,6 +155,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Fewer radii and smaller batches (a smoke run)");
   app.add_flag("--cpu-only", cpu_only, "Time only the CPU oracle (machines without a GPU)");
   app.add_flag("--skip-cpu-single", skip_cpu_single, "Skip the single-thread CPU timings of the 512² sweep");
+  app.add_option("--sections", sections, "Which tables to run: any of A (512² sweep), B (batched), C (uniform σ)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -183,7 +186,7 @@ int main(int argc, char** argv) {
     report.line("### A. 512 × 512, image U[0,1), σ U[0, r_max/3) (da Silva et al.'s experiment)");
     report.line("");
     if (gpu) {
-      report.line("| r_max | gather exact (ms) | scatter atomic (ms) | scatter tiled, bucketed (ms) | tiled, host-launched buckets (ms) | tiled, fixed r (ms) | "
+      report.line("| r_max | gather exact (ms) | scatter atomic (ms) | scatter tiled, host-launched buckets (ms) | tiled, device-launched buckets (ms) | tiled, fixed r (ms) | "
                   "tiled deterministic (ms) | tiled vs gather | fixed-r vs gather | deterministic / default | CPU 1 thread (ms) | "
                   "CPU / tiled | fixed-r taps/s | % of ceiling | max rel. error vs CPU (gather, atomic, tiled, det.) |");
       report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
       report.line("|---|---|---|---|");
     }
     for (int r_max : radii) {
+      if (sections.find('A') == std::string::npos) break;
       const HostStack st = paper_stack(1000u + r_max, 1, 512, 512, r_max);
       double cpu_single_ms = NAN;
       pd::SuperpositionOptions single;
@@ -218,13 +222,13 @@ int main(int argc, char** argv) {
       const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), options, 0, warmup, repetitions);
       const auto atomic = pd::bench::time_superposition(SuperpositionVariant::kScatterAtomic, st.input(), options, 0, warmup, repetitions);
       const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiled, st.input(), options, 0, warmup, repetitions);
-      const auto hosted = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledHostLaunch, st.input(), options, 0, warmup, repetitions);
+      const auto device_launched = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeviceLaunch, st.input(), options, 0, warmup, repetitions);
       const auto fixed = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), options, r_max, warmup, repetitions);
       const auto det = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeterministic, st.input(), options, 0, warmup, repetitions);
       const TapCounts fixed_taps = count_taps(st, r_max);
       const double fixed_rate = fixed_taps.executed / (fixed.median_ms * 1e-3);
       report.line("| " + std::to_string(r_max) + " | " + fmt("%.4f", gather.median_ms) + " | " + fmt("%.4f", atomic.median_ms) +
-                  " | " + fmt("%.4f", tiled.median_ms) + " | " + fmt("%.4f", hosted.median_ms) + " | " + fmt("%.4f", fixed.median_ms) + " | " +
+                  " | " + fmt("%.4f", tiled.median_ms) + " | " + fmt("%.4f", device_launched.median_ms) + " | " + fmt("%.4f", fixed.median_ms) + " | " +
                   fmt("%.4f", det.median_ms) + " | " + fmt("%.2f", gather.median_ms / tiled.median_ms) + " | " +
                   fmt("%.2f", gather.median_ms / fixed.median_ms) + " | " + fmt("%.2f", det.median_ms / tiled.median_ms) +
                   " | " + fmt("%.1f", cpu_single_ms) + " | " + fmt("%.0f", cpu_single_ms / tiled.median_ms) + " | " +
@@ -243,20 +247,23 @@ int main(int argc, char** argv) {
     // ---- B: batched stacks that fill the GPU.
     report.line("### B. Batched stacks (accuracy: tiled vs exact GPU gather; CPU oracle where stated)");
     report.line("");
-    report.line("| case | gather exact (ms) | scatter atomic (ms) | scatter tiled (ms) | tiled deterministic (ms) | tiled vs gather | "
+    report.line("| case | gather exact (ms) | scatter atomic (ms) | scatter tiled, host-launched buckets (ms) | tiled, device-launched (ms) | tiled deterministic (ms) | tiled vs gather | "
                 "det. / default | useful taps/s | executed taps/s | % of ceiling (executed) | max rel. error tiled vs gather | "
                 "CPU " + std::to_string(cpu_threads > 0 ? cpu_threads : pd::default_thread_count()) + " threads (ms) |");
-    report.line("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     std::vector<std::pair<std::string, HostStack>> cases;
+    if (sections.find('B') != std::string::npos) {
     for (int r_max : quick ? std::vector<int>{4, 8, 16} : std::vector<int>{1, 2, 4, 8, 16, 32})
       cases.emplace_back(std::to_string(quick ? 8 : 64) + " × 512², r_max " + std::to_string(r_max),
                          paper_stack(2000u + r_max, quick ? 8 : 64, 512, 512, r_max));
     cases.emplace_back("200 × 192², σ 0.5→6 px with depth", depth_stack(3000u, 200, 192));
+    }
     for (const auto& [name, st] : cases) {
       const pd::SuperpositionOptions options;
       const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), options, 0, 1, std::max(3, repetitions / 3));
       const auto atomic = pd::bench::time_superposition(SuperpositionVariant::kScatterAtomic, st.input(), options, 0, 1, std::max(3, repetitions / 3));
       const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiled, st.input(), options, 0, warmup, repetitions);
+      const auto device_launched = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeviceLaunch, st.input(), options, 0, warmup, repetitions);
       const auto det = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeterministic, st.input(), options, 0, warmup, repetitions);
       const TapCounts taps = count_taps(st, -1);
       std::string cpu_ms = "—";
@@ -268,7 +275,7 @@ int main(int argc, char** argv) {
         cpu_ms = fmt("%.0f", 1e3 * seconds_since(t0)) + " (tiled vs CPU error " + fmt("%.1e", relative_error(tiled.output, reference)) + ")";
       }
       report.line("| " + name + " | " + fmt("%.3f", gather.median_ms) + " | " + fmt("%.3f", atomic.median_ms) + " | " +
-                  fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", det.median_ms) + " | " +
+                  fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", device_launched.median_ms) + " | " + fmt("%.3f", det.median_ms) + " | " +
                   fmt("%.2f", gather.median_ms / tiled.median_ms) + " | " + fmt("%.2f", det.median_ms / tiled.median_ms) + " | " +
                   fmt("%.2e", taps.useful / (tiled.median_ms * 1e-3)) + " | " + fmt("%.2e", taps.executed / (tiled.median_ms * 1e-3)) +
                   " | " + fmt("%.0f", 100.0 * taps.executed / (tiled.median_ms * 1e-3) / ceiling) + " | " +
@@ -284,6 +291,7 @@ int main(int argc, char** argv) {
                 "fastest exact | max rel. error vs CPU separable (sep., global, const., shared, KS) |");
     report.line("|---|---|---|---|---|---|---|---|");
     for (int r : quick ? std::vector<int>{2, 8} : std::vector<int>{1, 2, 4, 8, 16, 32}) {
+      if (sections.find('C') == std::string::npos) break;
       const int slices = quick ? 4 : 64;
       HostStack st = paper_stack(4000u + r, slices, 512, 512, 1);
       const float sigma = (r - 0.5f) / 3.0f;

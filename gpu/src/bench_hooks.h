@@ -13,9 +13,9 @@ namespace protondose::bench {
 enum class SuperpositionVariant {
   kGatherExact,               ///< analysis + exact gather
   kScatterAtomic,             ///< analysis + global-atomics scatter
-  kScatterTiled,              ///< analysis + tile scatter, buckets launched from the device
-  kScatterTiledHostLaunch,    ///< the same, buckets launched from the host (one round trip)
-  kScatterTiledDeterministic, ///< the same with fixed-point flushes
+  kScatterTiled,              ///< analysis + tile scatter, buckets launched from the host (the default)
+  kScatterTiledDeviceLaunch,  ///< the same, buckets launched from the device (dynamic parallelism)
+  kScatterTiledDeterministic, ///< the default with fixed-point flushes
   kScatterTiledFixedRadius,   ///< one tile kernel with r = fixed_radius for every tile (the paper's experiment)
 };
 

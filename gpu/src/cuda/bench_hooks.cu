@@ -17,7 +17,7 @@ const char* variant_name(SuperpositionVariant variant) {
     case SuperpositionVariant::kGatherExact: return "gather-exact";
     case SuperpositionVariant::kScatterAtomic: return "scatter-atomic";
     case SuperpositionVariant::kScatterTiled: return "scatter-tiled";
-    case SuperpositionVariant::kScatterTiledHostLaunch: return "scatter-tiled-host-launch";
+    case SuperpositionVariant::kScatterTiledDeviceLaunch: return "scatter-tiled-device-launch";
     case SuperpositionVariant::kScatterTiledDeterministic: return "scatter-tiled-deterministic";
     case SuperpositionVariant::kScatterTiledFixedRadius: return "scatter-tiled-fixed-r";
   }
@@ -111,11 +111,11 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         break;
       case SuperpositionVariant::kScatterTiled:
       case SuperpositionVariant::kScatterTiledDeterministic:
-      case SuperpositionVariant::kScatterTiledHostLaunch:
+      case SuperpositionVariant::kScatterTiledDeviceLaunch:
         cuda::launch_analyse(p, a, stream);
         cuda::launch_scatter_tiled(p, a,
-                                   variant == SuperpositionVariant::kScatterTiledHostLaunch ? cuda::BucketLaunch::kFromHost
-                                                                                           : cuda::BucketLaunch::kFromDevice,
+                                   variant == SuperpositionVariant::kScatterTiledDeviceLaunch ? cuda::BucketLaunch::kFromDevice
+                                                                                             : cuda::BucketLaunch::kFromHost,
                                    stream);
         if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
         break;

@@ -66,10 +66,13 @@ inline constexpr int kMaxKernelRadiusPx = 256;
 inline constexpr int kMaxTileRadiusPx = 32;
 
 /// Who launches the per-radius grids of the tiled scatter (kGpuScatterTiled).
+/// Measured on an H100 (docs/benchmarks.md), the same tile kernels run about
+/// 1.8× slower when launched from the device than from the host, so the
+/// default pays one small read-back of the bucket sizes per stack (never per
+/// slice) and launches from the host.
 enum class TileDispatch {
+  kFromHost,    ///< the host reads the 34 bucket sizes back, once per stack, and launches them
   kFromDevice,  ///< a dispatcher kernel launches them (dynamic parallelism): no host round trip
-  kFromHost,    ///< the host reads the bucket sizes back, once per stack, and launches them;
-                ///< for tools that cannot follow device-side launches (compute-sanitizer racecheck)
 };
 
 struct SuperpositionOptions {
@@ -78,7 +81,7 @@ struct SuperpositionOptions {
   /// the tile flushes); costs some time, measured in docs/benchmarks.md.
   bool deterministic = false;
   int cpu_threads = 0;  ///< CPU reference: worker threads (0 = default_thread_count())
-  TileDispatch tile_dispatch = TileDispatch::kFromDevice;  ///< tiled scatter only
+  TileDispatch tile_dispatch = TileDispatch::kFromHost;  ///< tiled scatter only
 };
 
 /// The implementations, named by what differs. All compute the same sum.
