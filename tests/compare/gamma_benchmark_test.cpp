@@ -27,7 +27,10 @@ namespace {
 
 void time_gamma(const Volume<float>& ref, const Volume<float>& eval, const std::string& label) {
   const int repeats = std::getenv("GAMMA_BENCH_REPEATS") ? std::atoi(std::getenv("GAMMA_BENCH_REPEATS")) : 5;
+  // GAMMA_BENCH_ONLY=2 runs only 2 %/2 mm (likewise 3 or 1).
+  const double only = std::getenv("GAMMA_BENCH_ONLY") ? std::atof(std::getenv("GAMMA_BENCH_ONLY")) : 0.0;
   for (const auto& [dd, dta] : std::vector<std::pair<double, double>>{{2.0, 2.0}, {3.0, 3.0}, {1.0, 1.0}}) {
+    if (only > 0.0 && only != dd) continue;
     GammaOptions o;
     o.dose_criterion_percent = dd;
     o.distance_mm = dta;
@@ -79,7 +82,10 @@ TEST(GammaBenchmark, DISABLED_AnalyticBoxFieldOn256CubedGrid) {
 }
 
 TEST(GammaBenchmark, DISABLED_MonteCarloDoseOn256CubedGrid) {
-  const std::string path = std::string(PROTONDOSE_SHARED_DIR) + "/reference/water_dcpt/mc_dose.mhd";
+  // GAMMA_BENCH_DOSE overrides the path (for a machine without the shared folder).
+  const char* override_path = std::getenv("GAMMA_BENCH_DOSE");
+  const std::string path = override_path ? std::string(override_path)
+                                         : std::string(PROTONDOSE_SHARED_DIR) + "/reference/water_dcpt/mc_dose.mhd";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared reference not present: " << path;
   const Volume<float> mc = read_metaimage(path);
   const Grid3 g = bench_grid();

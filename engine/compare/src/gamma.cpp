@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -33,6 +34,7 @@ void GammaOptions::validate() const {
     fail("max search (mm)", max_search_mm, "0 (= 3 × distance) or [distance, 10 × distance]");
   if (!(resolution_fraction > 0.0 && resolution_fraction <= 0.5))
     fail("resolution fraction", resolution_fraction, "(0, 0.5]");
+  if (!(tolerance >= 0.0 && tolerance <= 0.05)) fail("tolerance", tolerance, "[0, 0.05]");
   if (threads < 0) fail("threads", threads, ">= 0");
 }
 
@@ -58,6 +60,7 @@ struct Box {
   double lo[3];
   double size[3];
   double v[8];
+  double lb;  ///< lower bound of γ² over the box, when it was queued
 };
 
 /// Everything the per-voxel search needs, computed once.
@@ -68,6 +71,7 @@ struct SearchSetup {
   bool flat[3] = {false, false, false};
   double inv_dta2 = 1.0;         ///< 1 / Δd² (1/mm²)
   double resolution_mm = 0.1;    ///< box edge below which no further subdivision
+  double tolerance = 0.0;        ///< a region is skipped unless it may lower γ by more than this
   std::vector<PointOffset> points;
   std::vector<CellOffset> cells;
 };
@@ -106,10 +110,21 @@ void build_offsets(SearchSetup& s, double max_search_mm) {
   std::stable_sort(s.cells.begin(), s.cells.end(), by_distance);
 }
 
-/// Lower bound of γ² over a box: the squared distance to its nearest point plus
-/// the squared dose gap between D_ref and the interval of the corner values —
-/// a trilinear function takes its extremes over a box at the corners.
-inline double box_lower_bound(const Box& b, double d_ref, double inv_dd2, double inv_dta2) {
+/// Lower bound of γ² over a box, the larger of two valid bounds:
+///  - interval: the squared distance to the box's nearest point plus the
+///    squared gap between D_ref and the interval of the corner values (a
+///    trilinear function takes its extremes over a box at the corners);
+///  - hull: in the normalised 4D space (x/Δd, D/ΔD), every point (x, D(x)) of
+///    the box is a convex combination of its 8 corner points with the
+///    trilinear weights (those weights reproduce x exactly), so it lies in
+///    their convex hull; the hull's distance from (r, D_ref) is at least
+///    min over corners of n·(P_c − O) for any unit vector n — here the
+///    direction of the corners' mean. Unlike the interval bound it knows in
+///    which direction the dose changes, which prunes boxes on the far side.
+///
+/// The hull bound is only computed when the interval bound does not already
+/// reach `prune2` (the level at which the box is discarded).
+inline double box_lower_bound(const Box& b, double d_ref, double inv_dd2, double inv_dta2, double prune2) {
   double d2 = 0.0;
   for (int a = 0; a < 3; ++a) {
     const double lo = b.lo[a], hi = b.lo[a] + b.size[a];
@@ -122,7 +137,32 @@ inline double box_lower_bound(const Box& b, double d_ref, double inv_dd2, double
     vmax = std::max(vmax, b.v[c]);
   }
   const double g = d_ref < vmin ? vmin - d_ref : (d_ref > vmax ? d_ref - vmax : 0.0);
-  return d2 * inv_dta2 + g * g * inv_dd2;
+  const double interval = d2 * inv_dta2 + g * g * inv_dd2;
+  if (interval >= prune2) return interval;
+
+  const double sx = std::sqrt(inv_dta2), sd = std::sqrt(inv_dd2);
+  double p[8][4], mean[4] = {0, 0, 0, 0};
+  for (int c = 0; c < 8; ++c) {
+    p[c][0] = (b.lo[0] + (c & 1 ? b.size[0] : 0.0)) * sx;
+    p[c][1] = (b.lo[1] + (c & 2 ? b.size[1] : 0.0)) * sx;
+    p[c][2] = (b.lo[2] + (c & 4 ? b.size[2] : 0.0)) * sx;
+    p[c][3] = (b.v[c] - d_ref) * sd;
+    for (int a = 0; a < 4; ++a) mean[a] += p[c][a];
+  }
+  const double norm = std::sqrt(mean[0] * mean[0] + mean[1] * mean[1] + mean[2] * mean[2] + mean[3] * mean[3]);
+  if (!(norm > 0.0)) return interval;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (int c = 0; c < 8; ++c)
+    lowest = std::min(lowest, (p[c][0] * mean[0] + p[c][1] * mean[1] + p[c][2] * mean[2] + p[c][3] * mean[3]) / norm);
+  return lowest > 0.0 ? std::max(interval, lowest * lowest) : interval;
+}
+
+/// Records a new best γ² and the pruning level: regions whose lower bound
+/// reaches (γ_best − tolerance)² cannot improve γ by more than the tolerance.
+inline void update_best(double g2, double tolerance, double& best2, double& prune2) {
+  best2 = g2;
+  const double g = std::sqrt(g2) - tolerance;
+  prune2 = g > 0.0 ? g * g : 0.0;
 }
 
 /// Branch and bound over one cell of the trilinear interpolant: evaluate γ² on
@@ -132,13 +172,13 @@ inline double box_lower_bound(const Box& b, double d_ref, double inv_dd2, double
 /// bound is below the best γ² so far, until the lattice spacing is at most the
 /// search resolution.
 void refine_cell(const Box& cell, double d_ref, double inv_dd2, const SearchSetup& s,
-                 double& best2, std::vector<Box>& stack) {
+                 double& best2, double& prune2, std::vector<Box>& stack) {
   stack.clear();
   stack.push_back(cell);
   while (!stack.empty()) {
     const Box b = stack.back();
     stack.pop_back();
-    if (box_lower_bound(b, d_ref, inv_dd2, s.inv_dta2) >= best2) continue;
+    if (b.lb >= prune2) continue;  // the best γ improved since the box was queued
     // Values of the interpolant at t = 0, 1/2, 1 along each axis (exact: the
     // restriction of a trilinear function to a line is linear).
     double val[3][3][3];  // [k][j][i]
@@ -160,13 +200,13 @@ void refine_cell(const Box& cell, double d_ref, double inv_dd2, const SearchSetu
     for (int k = 0; k < 3; ++k)
       for (int j = 0; j < 3; ++j) {
         const double d2jk = x[1][j] + x[2][k];
-        if (d2jk >= best2) continue;
+        if (d2jk >= prune2) continue;
         const bool corner_row = (j != 1) && (k != 1);
         for (int i = 0; i < 3; ++i) {
           if (corner_row && i != 1) continue;  // corners: evaluated before (see above)
           const double dd = val[k][j][i] - d_ref;
           const double g2 = x[0][i] + d2jk + dd * dd * inv_dd2;
-          if (g2 < best2) best2 = g2;
+          if (g2 < best2) update_best(g2, s.tolerance, best2, prune2);
         }
       }
     if (std::max({half[0], half[1], half[2]}) <= s.resolution_mm) continue;
@@ -184,8 +224,9 @@ void refine_cell(const Box& cell, double d_ref, double inv_dd2, const SearchSetu
       for (int a = 0; a < 3; ++a) child.size[a] = half[a];
       for (int cc = 0; cc < 8; ++cc)
         child.v[cc] = val[ok + ((cc >> 2) & 1)][oj + ((cc >> 1) & 1)][oi + (cc & 1)];
-      bounds[c] = box_lower_bound(child, d_ref, inv_dd2, s.inv_dta2);
-      if (bounds[c] < best2) order[kept++] = c;
+      bounds[c] = box_lower_bound(child, d_ref, inv_dd2, s.inv_dta2, prune2);
+      child.lb = bounds[c];
+      if (bounds[c] < prune2) order[kept++] = c;
     }
     for (int n = 1; n < kept; ++n)  // insertion sort, descending bound
       for (int m = n; m > 0 && bounds[order[m - 1]] < bounds[order[m]]; --m) std::swap(order[m - 1], order[m]);
@@ -204,18 +245,18 @@ double voxel_gamma2(const SearchSetup& s, int i, int j, int k, double d_ref, dou
     return static_cast<double>(s.eval[(static_cast<std::size_t>(c) * ny + b) * nx + a]);
   };
   double dd = at(i, j, k) - d_ref;
-  double best2 = dd * dd * inv_dd2;
+  double best2 = 0.0, prune2 = 0.0;
+  update_best(dd * dd * inv_dd2, s.tolerance, best2, prune2);
   for (const PointOffset& o : s.points) {
-    if (o.d2n >= best2) break;
+    if (o.d2n >= prune2) break;
     const int a = i + o.di, b = j + o.dj, c = k + o.dk;
     if (a < 0 || a >= nx || b < 0 || b >= ny || c < 0 || c >= nz) continue;
     dd = at(a, b, c) - d_ref;
     const double g2 = o.d2n + dd * dd * inv_dd2;
-    if (g2 < best2) best2 = g2;
+    if (g2 < best2) update_best(g2, s.tolerance, best2, prune2);
   }
-  if (best2 == 0.0) return 0.0;
   for (const CellOffset& o : s.cells) {
-    if (o.d2n >= best2) break;
+    if (o.d2n >= prune2) break;
     const int a0 = i + o.ci, b0 = j + o.cj, c0 = k + o.ck;
     const int a1 = s.flat[0] ? a0 : a0 + 1, b1 = s.flat[1] ? b0 : b0 + 1, c1 = s.flat[2] ? c0 : c0 + 1;
     if (a0 < 0 || a1 >= nx || b0 < 0 || b1 >= ny || c0 < 0 || c1 >= nz) continue;
@@ -234,8 +275,9 @@ double voxel_gamma2(const SearchSetup& s, int i, int j, int k, double d_ref, dou
     cell.v[5] = at(a1, b0, c1);
     cell.v[6] = at(a0, b1, c1);
     cell.v[7] = at(a1, b1, c1);
-    if (box_lower_bound(cell, d_ref, inv_dd2, s.inv_dta2) >= best2) continue;
-    refine_cell(cell, d_ref, inv_dd2, s, best2, stack);
+    cell.lb = box_lower_bound(cell, d_ref, inv_dd2, s.inv_dta2, prune2);
+    if (cell.lb >= prune2) continue;
+    refine_cell(cell, d_ref, inv_dd2, s, best2, prune2, stack);
   }
   return best2;
 }
@@ -289,6 +331,7 @@ GammaResult gamma_3d(const Volume<float>& ref, const Volume<float>& eval, const 
   }
   s.inv_dta2 = 1.0 / (options.distance_mm * options.distance_mm);
   s.resolution_mm = result.resolution_mm;
+  s.tolerance = options.tolerance;
   build_offsets(s, result.max_search_mm);
 
   const double criterion = options.dose_criterion_percent / 100.0;

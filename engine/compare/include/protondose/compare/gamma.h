@@ -41,6 +41,9 @@ struct GammaOptions {
   /// γ below the best one found so far cannot be excluded. In (0, 0.5];
   /// TG-218 asks for <= 0.1 (the default).
   double resolution_fraction = 0.1;
+  /// The search skips a region unless it could lower γ by more than this
+  /// (absolute, in γ units; >= 0). 0 = exhaustive to the resolution above.
+  double tolerance = 0.001;
   int threads = 0;                 ///< worker threads, 0 = default_thread_count()
   bool keep_gamma_volume = false;  ///< fill GammaResult::gamma
 
