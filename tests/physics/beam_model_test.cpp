@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/physics/beam_model.h"
 
 #include <gtest/gtest.h>
@@ -26,19 +27,7 @@ std::string write_file(const std::string& relative, const std::string& text) {
   return path.string();
 }
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
+using protondose::testing::message_of;
 
 #define SKIP_WITHOUT_SHARED(path)                                                   \
   if (!fs::exists(path)) GTEST_SKIP() << "shared reference data not found: " << (path)

@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/physics/depth_dose.h"
 
 #include <gtest/gtest.h>
@@ -21,19 +22,7 @@ std::string write_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
+using protondose::testing::message_of;
 
 /// A synthetic "Bragg-like" curve: IDD 10 from 0 to 40 mm rising linearly to 50
 /// at 50 mm, falling linearly to 0 at 60 mm (1 mm nodes).

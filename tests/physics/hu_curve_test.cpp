@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/physics/hu_curve.h"
 
 #include <gtest/gtest.h>
@@ -21,19 +22,7 @@ std::string write_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-template <typename Error, typename F>
-std::string expect_throw_message(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return {};
-}
+using protondose::testing::message_of;
 
 HuCurve three_point_curve() {
   return HuCurve({{-1000.0, 0.001, 0.001}, {0.0, 1.0, 1.0}, {1000.0, 1.5, 1.6}}, "test curve");
@@ -78,7 +67,7 @@ TEST(HuCurve, RadiationLengthFollowsDensity) {
 
 TEST(HuCurve, PointLookupOutsideRangeIsInputErrorNamingHuAndRange) {
   const HuCurve c = three_point_curve();
-  const std::string msg = expect_throw_message<InputError>([&] { (void)c.rsp(1200.0); });
+  const std::string msg = message_of<InputError>([&] { (void)c.rsp(1200.0); });
   EXPECT_NE(msg.find("1200"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[-1000, 1000] HU"), std::string::npos) << msg;
   EXPECT_NE(msg.find("test curve"), std::string::npos) << msg;
@@ -90,7 +79,7 @@ TEST(HuCurve, ConvertUnderErrorPolicyRejectsUncoveredHu) {
   const HuCurve c = three_point_curve();
   const std::vector<float> hu = {0.0f, 10.0f, 1500.0f, -1200.0f};
   std::vector<float> rsp(hu.size());
-  const std::string msg = expect_throw_message<InputError>(
+  const std::string msg = message_of<InputError>(
       [&] { c.convert(hu.data(), hu.size(), HuCoveragePolicy::kError, rsp.data(), nullptr); });
   EXPECT_NE(msg.find("HU 1500 at voxel 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("2 of 4 voxels outside"), std::string::npos) << msg;
@@ -130,41 +119,41 @@ TEST(HuCurve, ConvertWithEverythingCoveredHasEmptySummary) {
 TEST(HuCurve, ConvertRejectsNonFiniteCtNumber) {
   const HuCurve c = three_point_curve();
   const std::vector<float> hu = {0.0f, std::nanf("")};
-  const std::string msg = expect_throw_message<InputError>(
+  const std::string msg = message_of<InputError>(
       [&] { c.convert(hu.data(), hu.size(), HuCoveragePolicy::kClampToEnds, nullptr, nullptr); });
   EXPECT_NE(msg.find("voxel 1"), std::string::npos) << msg;
 }
 
 TEST(HuCurve, RejectsFewerThanTwoRows) {
-  const std::string msg = expect_throw_message<DataError>([] { HuCurve({{0.0, 1.0, 1.0}}, "one-row"); });
+  const std::string msg = message_of<DataError>([] { HuCurve({{0.0, 1.0, 1.0}}, "one-row"); });
   EXPECT_NE(msg.find("one-row"), std::string::npos) << msg;
   EXPECT_NE(msg.find("at least 2"), std::string::npos) << msg;
 }
 
 TEST(HuCurve, RejectsDecreasingHu) {
-  const std::string msg = expect_throw_message<DataError>(
+  const std::string msg = message_of<DataError>(
       [] { HuCurve({{0.0, 1.0, 1.0}, {100.0, 1.1, 1.1}, {50.0, 1.2, 1.2}}, "dec"); });
   EXPECT_NE(msg.find("row 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("HU 50"), std::string::npos) << msg;
 }
 
 TEST(HuCurve, RejectsNonPositiveRspAndDensity) {
-  std::string msg = expect_throw_message<DataError>([] { HuCurve({{0.0, 0.0, 1.0}, {100.0, 1.1, 1.1}}, "z"); });
+  std::string msg = message_of<DataError>([] { HuCurve({{0.0, 0.0, 1.0}, {100.0, 1.1, 1.1}}, "z"); });
   EXPECT_NE(msg.find("rsp 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("row 1"), std::string::npos) << msg;
-  msg = expect_throw_message<DataError>([] { HuCurve({{0.0, 1.0, 1.0}, {100.0, 1.1, -1.1}}, "z"); });
+  msg = message_of<DataError>([] { HuCurve({{0.0, 1.0, 1.0}, {100.0, 1.1, -1.1}}, "z"); });
   EXPECT_NE(msg.find("mass density -1.1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("row 2"), std::string::npos) << msg;
 }
 
 TEST(HuCurve, RejectsThreeRowsAtOneHuAndNonFinite) {
-  std::string msg = expect_throw_message<DataError>(
+  std::string msg = message_of<DataError>(
       [] { HuCurve({{0.0, 1.0, 1.0}, {0.0, 1.1, 1.1}, {0.0, 1.2, 1.2}, {5.0, 1.3, 1.3}}, "t"); });
   EXPECT_NE(msg.find("three rows"), std::string::npos) << msg;
-  msg = expect_throw_message<DataError>(
+  msg = message_of<DataError>(
       [] { HuCurve({{0.0, 1.0, 1.0}, {std::nan(""), 1.1, 1.1}}, "t"); });
   EXPECT_NE(msg.find("non-finite"), std::string::npos) << msg;
-  msg = expect_throw_message<DataError>([] { HuCurve({{5.0, 1.0, 1.0}, {5.0, 1.1, 1.1}}, "t"); });
+  msg = message_of<DataError>([] { HuCurve({{5.0, 1.0, 1.0}, {5.0, 1.1, 1.1}}, "t"); });
   EXPECT_NE(msg.find("span"), std::string::npos) << msg;
 }
 
@@ -187,7 +176,7 @@ TEST(HuCurveCsv, LoadsColumnsCaseInsensitiveInAnyOrderWithComments) {
 
 TEST(HuCurveCsv, MissingColumnIsDataErrorNamingFileAndColumn) {
   const std::string path = write_file("hu_missing_col.csv", "HU,rsp\n0,1\n100,1.1\n");
-  const std::string msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  const std::string msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("mass_density_g_cm3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("line 1"), std::string::npos) << msg;
@@ -195,7 +184,7 @@ TEST(HuCurveCsv, MissingColumnIsDataErrorNamingFileAndColumn) {
 
 TEST(HuCurveCsv, MalformedNumberIsDataErrorNamingLineAndValue) {
   const std::string path = write_file("hu_bad_number.csv", "# c\nHU,rsp,mass_density_g_cm3\n0,1,1\n100,1.1x,1.1\n");
-  const std::string msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  const std::string msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find("line 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'1.1x'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'rsp'"), std::string::npos) << msg;
@@ -203,26 +192,26 @@ TEST(HuCurveCsv, MalformedNumberIsDataErrorNamingLineAndValue) {
 
 TEST(HuCurveCsv, ValidationErrorNamesFileLine) {
   const std::string path = write_file("hu_decreasing.csv", "HU,rsp,mass_density_g_cm3\n0,1,1\n\n-10,1.1,1.1\n");
-  const std::string msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  const std::string msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find(path + ", line 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("HU -10"), std::string::npos) << msg;
 }
 
 TEST(HuCurveCsv, ShortRowAndDuplicateColumnAndEmptyFile) {
   std::string path = write_file("hu_short.csv", "HU,rsp,mass_density_g_cm3\n0,1\n");
-  std::string msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  std::string msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find("line 2"), std::string::npos) << msg;
   path = write_file("hu_dup.csv", "HU,rsp,RSP,mass_density_g_cm3\n");
-  msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find("appears twice"), std::string::npos) << msg;
   path = write_file("hu_empty.csv", "# only a comment\n");
-  msg = expect_throw_message<DataError>([&] { (void)load_hu_curve_csv(path); });
+  msg = message_of<DataError>([&] { (void)load_hu_curve_csv(path); });
   EXPECT_NE(msg.find("no header"), std::string::npos) << msg;
 }
 
 TEST(HuCurveCsv, MissingFileIsIoError) {
   const std::string msg =
-      expect_throw_message<IoError>([] { (void)load_hu_curve_csv("/nonexistent/dir/curve.csv"); });
+      message_of<IoError>([] { (void)load_hu_curve_csv("/nonexistent/dir/curve.csv"); });
   EXPECT_NE(msg.find("/nonexistent/dir/curve.csv"), std::string::npos) << msg;
 }
 

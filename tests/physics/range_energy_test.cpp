@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/physics/range_energy.h"
 
 #include <gtest/gtest.h>
@@ -19,19 +20,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 /// Runs f, expects an exception of type E, returns its message.
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
+using protondose::testing::message_of;
 
 // NIST PSTAR CSDA ranges of protons in liquid water (g/cm²).
 TEST(RangeEnergy, CsdaRangesMatchPstarWithinHalfAPercent) {

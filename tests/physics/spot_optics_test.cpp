@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/physics/spot_optics.h"
 
 #include <gtest/gtest.h>
@@ -10,19 +11,7 @@
 namespace protondose::physics {
 namespace {
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
+using protondose::testing::message_of;
 
 // DCPT v5, 70 MeV, IEC X at the plane 600 mm upstream of the isocentre
 // (DCPT_beam_model__v5.csv); in-air σ at the isocentre 5.9707 mm

@@ -82,14 +82,18 @@ __global__ void convolve_columns_kernel(ConvolutionParams p, const float* in, fl
   }
 }
 
-/// Direct 2D, everything from global memory (report 1's first design).
-__global__ void convolve_direct_global_kernel(ConvolutionParams p, const float* in, float* out,
-                                              const float* kernel_2d, int R) {
+/// Direct 2D, one thread per output pixel, image from global memory; the 2D
+/// kernel from global memory (kKernelInConstantMemory = false, report 1's first
+/// design) or from constant memory, broadcast to the warp (true).
+template <bool kKernelInConstantMemory>
+__global__ void convolve_direct_kernel(ConvolutionParams p, const float* in, float* out, const float* kernel_2d,
+                                       int R) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
   const int s = blockIdx.z;
   if (x >= p.cols || y >= p.rows) return;
   const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+  const float* weights = kKernelInConstantMemory ? c_kernel_2d : kernel_2d;
   const int width = 2 * R + 1;
   float sum = 0.0f;
   for (int dy = -R; dy <= R; ++dy) {
@@ -98,28 +102,7 @@ __global__ void convolve_direct_global_kernel(ConvolutionParams p, const float* 
     for (int dx = -R; dx <= R; ++dx) {
       const int xi = x + dx;
       if (xi < 0 || xi >= p.cols) continue;
-      sum += plane_in[static_cast<std::size_t>(yi) * p.cols + xi] * kernel_2d[(dy + R) * width + dx + R];
-    }
-  }
-  out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
-}
-
-/// Direct 2D with the kernel in constant memory (broadcast to the warp).
-__global__ void convolve_direct_constant_kernel(ConvolutionParams p, const float* in, float* out, int R) {
-  const int x = blockIdx.x * blockDim.x + threadIdx.x;
-  const int y = blockIdx.y * blockDim.y + threadIdx.y;
-  const int s = blockIdx.z;
-  if (x >= p.cols || y >= p.rows) return;
-  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
-  const int width = 2 * R + 1;
-  float sum = 0.0f;
-  for (int dy = -R; dy <= R; ++dy) {
-    const int yi = y + dy;
-    if (yi < 0 || yi >= p.rows) continue;
-    for (int dx = -R; dx <= R; ++dx) {
-      const int xi = x + dx;
-      if (xi < 0 || xi >= p.cols) continue;
-      sum += plane_in[static_cast<std::size_t>(yi) * p.cols + xi] * c_kernel_2d[(dy + R) * width + dx + R];
+      sum += plane_in[static_cast<std::size_t>(yi) * p.cols + xi] * weights[(dy + R) * width + dx + R];
     }
   }
   out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
@@ -188,10 +171,10 @@ void launch_direct(ConvolutionMethod method, const ConvolutionParams& p, const f
   const dim3 grid((p.cols + 31) / 32, (p.rows + 7) / 8, p.slices);
   switch (method) {
     case ConvolutionMethod::kGpuDirectGlobal:
-      convolve_direct_global_kernel<<<grid, block, 0, stream>>>(p, in, out, d_kernel_2d, radius);
+      convolve_direct_kernel<false><<<grid, block, 0, stream>>>(p, in, out, d_kernel_2d, radius);
       break;
     case ConvolutionMethod::kGpuDirectConstant:
-      convolve_direct_constant_kernel<<<grid, block, 0, stream>>>(p, in, out, radius);
+      convolve_direct_kernel<true><<<grid, block, 0, stream>>>(p, in, out, nullptr, radius);
       break;
     case ConvolutionMethod::kGpuDirectSharedTile: {
       const int side = kDirectTile + 2 * radius;
