@@ -19,6 +19,8 @@
 #include "protondose/dicom/ct_series.h"
 #include "protondose/dicom/ion_plan.h"
 #include "protondose/dicom/rt_dose.h"
+#include "protondose/engine/batch.h"
+#include "protondose/engine/batch_dicom_io.h"
 #include "protondose/engine/dose_engine.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
@@ -44,21 +46,6 @@ struct ComputeArgs {
   double depth_step_mm = 1.0;
 };
 
-/// The machine the plan names: every beam's TreatmentMachineName must agree.
-std::string machine_from_plan(const protondose::IonPlan& plan, const std::string& plan_path) {
-  std::string name;
-  for (const auto& beam : plan.beams) {
-    if (beam.machine_name.empty()) continue;
-    if (!name.empty() && name != beam.machine_name)
-      throw protondose::ConfigError(plan_path + ": beams name different machines ('" + name + "', '" +
-                                    beam.machine_name + "'); choose one with --machine");
-    name = beam.machine_name;
-  }
-  if (name.empty())
-    throw protondose::ConfigError(plan_path + ": no beam states TreatmentMachineName (300A,00B2); give --machine");
-  return name;
-}
-
 pe::Backend choose_backend(const std::string& requested) {
   if (!requested.empty()) return pe::parse_backend(requested);
   std::string why;
@@ -83,27 +70,11 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   // Options first: a bad command line fails before any file is read.
   const pe::Backend backend = choose_backend(a.backend);
   protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
-  const protondose::dicom::IonPlanReadResult read = protondose::dicom::read_ion_plan_detailed(a.plan_path);
-  const protondose::IonPlan& plan = read.plan;
-  if (ct.patient_position.empty()) {
-    // The CT does not say how the patient lay; the plan's PatientSetupSequence may.
-    std::string position;
-    for (const auto& b : read.beams) {
-      if (b.patient_position.empty()) continue;
-      if (!position.empty() && position != b.patient_position)
-        throw protondose::InputError(a.plan_path + ": beams state different PatientPosition ('" + position +
-                                     "', '" + b.patient_position + "') and the CT states none");
-      position = b.patient_position;
-    }
-    if (position.empty())
-      throw protondose::InputError(a.ct_dir + ": the CT has no PatientPosition (0018,5100) and the plan's "
-                                   "PatientSetupSequence states none either");
-    spdlog::warn("the CT has no PatientPosition (0018,5100); using the plan's PatientSetupSequence: {}", position);
-    ct.patient_position = position;
-  }
-  protondose::dicom::check_same_frame_of_reference(ct, plan);
+  // Shared with `protondose batch` (batch_dicom_io.h): PatientPosition from the
+  // plan when the CT lacks it, and the FrameOfReference check.
+  const protondose::IonPlan plan = pe::dicom_io::read_plan_for_ct(a.plan_path, a.ct_dir, ct);
 
-  const std::string machine_name = a.machine.empty() ? machine_from_plan(plan, a.plan_path) : a.machine;
+  const std::string machine_name = a.machine.empty() ? pe::plan_machine_name(plan, a.plan_path) : a.machine;
   protondose::physics::BeamModel machine = protondose::physics::load_machine(machine_name);
   protondose::physics::HuCurve hu = a.hu_curve.empty() ? protondose::physics::default_hu_curve()
                                                        : protondose::physics::load_hu_curve_csv(a.hu_curve);

@@ -1,0 +1,133 @@
+#pragma once
+/// \file batch_dicom_io.h
+/// The DICOM and comparison side of `protondose batch` and `robust`: BatchIo
+/// hooks built on dicom/ and compare/. Header-only on purpose: the engine
+/// library does not link dicom/ or compare/ (docs/engine.md, layering); only
+/// targets that link protondose::dicom and protondose::compare (the CLI,
+/// test_batch) include this header.
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "protondose/compare/dvh.h"
+#include "protondose/compare/gamma.h"
+#include "protondose/core/error.h"
+#include "protondose/dicom/ct_series.h"
+#include "protondose/dicom/ion_plan.h"
+#include "protondose/dicom/rt_dose.h"
+#include "protondose/dicom/rt_struct.h"
+#include "protondose/engine/batch.h"
+
+namespace protondose::engine::dicom_io {
+
+/// Reads the plan at plan_path for `ct`: when the CT states no PatientPosition,
+/// takes the one all beams' PatientSetupSequence agree on (InputError when they
+/// differ or none states one), then checks both share a FrameOfReferenceUID.
+/// The compute command and the batch read their inputs through this.
+inline IonPlan read_plan_for_ct(const std::string& plan_path, const std::string& ct_dir, CtImage& ct) {
+  const dicom::IonPlanReadResult read = dicom::read_ion_plan_detailed(plan_path);
+  if (ct.patient_position.empty()) {
+    std::string position;
+    for (const auto& b : read.beams) {
+      if (b.patient_position.empty()) continue;
+      if (!position.empty() && position != b.patient_position)
+        throw InputError(plan_path + ": beams state different PatientPosition ('" + position + "', '" +
+                         b.patient_position + "') and the CT states none");
+      position = b.patient_position;
+    }
+    if (position.empty())
+      throw InputError(ct_dir + ": the CT has no PatientPosition (0018,5100) and the plan's "
+                       "PatientSetupSequence states none either");
+    spdlog::warn("the CT has no PatientPosition (0018,5100); using the plan's PatientSetupSequence: {}", position);
+    ct.patient_position = position;
+  }
+  dicom::check_same_frame_of_reference(ct, read.plan);
+  return read.plan;
+}
+
+/// DVH metrics of one structure as JSON (Gy).
+inline nlohmann::json dvh_json(const compare::Dvh& d) {
+  return {{"d98_gy", d.d98_gy}, {"d95_gy", d.d95_gy}, {"d50_gy", d.d50_gy}, {"d2_gy", d.d2_gy},
+          {"mean_gy", d.mean_gy}, {"min_gy", d.min_gy}, {"max_gy", d.max_gy}, {"volume_cc", d.volume_cc}};
+}
+
+/// Per structure of the set: DVH metrics of `dose` (and of `reference`, with
+/// the change in Gy and per cent, when given). ROIs that cannot be rasterised
+/// on the grid (no contours, empty mask) are listed under "skipped" with why.
+inline nlohmann::json structure_metrics(const dicom::StructureSet& set, const Volume<float>& dose,
+                                        const Volume<float>* reference) {
+  nlohmann::json out = nlohmann::json::object();
+  nlohmann::json skipped = nlohmann::json::object();
+  for (const dicom::Roi& roi : set.rois) {
+    try {
+      const Volume<std::uint8_t> mask = dicom::rasterize_roi(set, roi.name, dose.grid);
+      nlohmann::json s = dvh_json(compare::compute_dvh(dose, mask, roi.name));
+      if (reference) {
+        const Volume<std::uint8_t> ref_mask =
+            reference->grid == dose.grid ? mask : dicom::rasterize_roi(set, roi.name, reference->grid);
+        const nlohmann::json r = dvh_json(compare::compute_dvh(*reference, ref_mask, roi.name));
+        s["reference"] = r;
+        nlohmann::json change_gy, change_pct;
+        for (const char* k : {"d98_gy", "d95_gy", "d50_gy", "d2_gy", "mean_gy", "min_gy", "max_gy"}) {
+          const double now = s[k].get<double>(), ref = r[k].get<double>();
+          change_gy[k] = now - ref;
+          change_pct[k] = ref > 0 ? nlohmann::json(100.0 * (now - ref) / ref) : nlohmann::json(nullptr);
+        }
+        s["change_gy"] = change_gy;
+        s["change_percent"] = change_pct;
+      }
+      out[roi.name] = s;
+    } catch (const InputError& e) {
+      skipped[roi.name] = e.what();
+    }
+  }
+  return {{"structures", out}, {"structures_skipped", skipped}};
+}
+
+/// Gamma (3 %/3 mm global, 10 % threshold unless told) and DVH metrics of a job's dose.
+inline nlohmann::json evaluate_job(const BatchJob& job, const Volume<float>& plan_dose_gy,
+                                   const compare::GammaOptions& gamma_options) {
+  nlohmann::json m = nlohmann::json::object();
+  std::optional<dicom::RtDose> ref;
+  if (!job.reference_dose_path.empty()) {
+    ref = dicom::read_rt_dose(job.reference_dose_path);
+    const compare::GammaResult g = compare::gamma_3d(ref->dose_gy, plan_dose_gy, gamma_options);
+    m["gamma"] = {{"pass_rate_percent", g.pass_rate_percent},
+                  {"criteria", std::to_string(gamma_options.dose_criterion_percent) + "%/" +
+                                   std::to_string(gamma_options.distance_mm) + "mm"},
+                  {"mean", g.mean_gamma},
+                  {"p95", g.p95_gamma},
+                  {"evaluated_voxels", g.evaluated_voxels}};
+  }
+  if (!job.structures_path.empty()) {
+    const dicom::StructureSet set = dicom::read_rt_structure_set(job.structures_path);
+    const nlohmann::json s = structure_metrics(set, plan_dose_gy, ref ? &ref->dose_gy : nullptr);
+    m["structures"] = s["structures"];
+    m["structures_skipped"] = s["structures_skipped"];
+  }
+  return m;
+}
+
+/// The hooks of run_batch(): DICOM CT and plan in, RT Dose out, comparison.
+inline BatchIo make_batch_io(const compare::GammaOptions& gamma_options = {}) {
+  BatchIo io;
+  io.read_ct = [](const std::string& dir) { return dicom::read_ct_series(dir); };
+  io.read_plan = [](const BatchJob& job, CtImage& ct) { return read_plan_for_ct(job.plan_path, job.ct_dir, ct); };
+  io.write_dose = [](const BatchJob& job, const Volume<float>& dose, const IonPlan& plan, const CtImage& ct) {
+    dicom::RtDoseWriteOptions w;
+    w.plan = &plan;
+    w.ct = &ct;
+    dicom::write_rt_dose(job.out_path, dose, w);
+  };
+  io.evaluate = [gamma_options](const BatchJob& job, const Volume<float>& dose) {
+    return evaluate_job(job, dose, gamma_options);
+  };
+  return io;
+}
+
+}  // namespace protondose::engine::dicom_io
