@@ -31,7 +31,7 @@ namespace protondose::engine {
 
 // ---- checksums ---------------------------------------------------------
 
-inline constexpr std::uint64_t kFnv64Offset = 1469598103934665603ull;
+inline constexpr std::uint64_t kFnv64Offset = 14695981039346656037ull;
 /// 64-bit FNV-1a of `size` bytes, continuing from `state` (Fowler–Noll–Vo,
 /// IETF draft-eastlake-fnv). Not cryptographic: it detects changed inputs.
 std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t state = kFnv64Offset);
