@@ -21,6 +21,7 @@
 #include "command_registry.h"
 #include "protondose/compare/dose_difference.h"
 #include "protondose/compare/dvh.h"
+#include "protondose/compare/frames.h"
 #include "protondose/compare/gamma.h"
 #include "protondose/compare/render.h"
 #include "protondose/compare/report.h"
@@ -104,10 +105,7 @@ std::pair<double, double> parse_gamma(const std::string& text) {
 
 void check_same_frame(const std::string& what_a, const std::string& uid_a, const std::string& what_b,
                       const std::string& uid_b) {
-  if (!uid_a.empty() && !uid_b.empty() && uid_a != uid_b) {
-    throw InputError("compare: " + what_a + " has FrameOfReferenceUID (0020,0052) " + uid_a + " but " +
-                     what_b + " has " + uid_b + "; the doses are not in the same patient frame");
-  }
+  compare::require_same_frame_of_reference("compare: " + what_a, uid_a, what_b, uid_b);
 }
 
 std::string fmt(double v, int decimals) {
