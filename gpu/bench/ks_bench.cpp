@@ -188,8 +188,10 @@ int main(int argc, char** argv) {
     if (gpu) {
       report.line("| r_max | gather exact (ms) | scatter atomic (ms) | scatter tiled, host-launched buckets (ms) | tiled, device-launched buckets (ms) | tiled, fixed r (ms) | "
                   "tiled deterministic (ms) | tiled vs gather | fixed-r vs gather | deterministic / default | CPU 1 thread (ms) | "
-                  "CPU / tiled | fixed-r taps/s | % of ceiling | max rel. error vs CPU (gather, atomic, tiled, det.) |");
-      report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+                  "CPU / tiled | fixed-r taps/s | % of ceiling | max rel. error vs CPU (gather, atomic, tiled, det.) | "
+                  "register-blocked (ms) | reg.-blocked fixed r (ms) | reg.-blocked fixed-r taps/s | reg.-blocked vs tiled | "
+                  "max rel. error reg.-blocked vs CPU |");
+      report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     } else {
       report.line("| r_max | CPU 1 thread (ms) | CPU " + std::to_string(pd::default_thread_count()) + " threads (ms) | taps/s (multi-thread) |");
       report.line("|---|---|---|---|");
@@ -225,6 +227,8 @@ int main(int argc, char** argv) {
       const auto device_launched = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeviceLaunch, st.input(), options, 0, warmup, repetitions);
       const auto fixed = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), options, r_max, warmup, repetitions);
       const auto det = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeterministic, st.input(), options, 0, warmup, repetitions);
+      const auto blocked = pd::bench::time_superposition(SuperpositionVariant::kRegisterBlocked, st.input(), options, 0, warmup, repetitions);
+      const auto blocked_fixed = pd::bench::time_superposition(SuperpositionVariant::kRegisterBlockedFixedRadius, st.input(), options, r_max, warmup, repetitions);
       const TapCounts fixed_taps = count_taps(st, r_max);
       const double fixed_rate = fixed_taps.executed / (fixed.median_ms * 1e-3);
       report.line("| " + std::to_string(r_max) + " | " + fmt("%.4f", gather.median_ms) + " | " + fmt("%.4f", atomic.median_ms) +
@@ -236,7 +240,10 @@ int main(int argc, char** argv) {
                   fmt("%.1e", relative_error(gather.output, reference)) + ", " +
                   fmt("%.1e", relative_error(atomic.output, reference)) + ", " +
                   fmt("%.1e", relative_error(tiled.output, reference)) + ", " +
-                  fmt("%.1e", relative_error(det.output, reference)) + " |");
+                  fmt("%.1e", relative_error(det.output, reference)) + " | " + fmt("%.4f", blocked.median_ms) + " | " +
+                  fmt("%.4f", blocked_fixed.median_ms) + " | " + fmt("%.2e", fixed_taps.executed / (blocked_fixed.median_ms * 1e-3)) +
+                  " | " + fmt("%.2f", tiled.median_ms / blocked.median_ms) + " | " +
+                  fmt("%.1e", std::max(relative_error(blocked.output, reference), relative_error(blocked_fixed.output, reference))) + " |");
     }
     report.line("");
     if (!gpu) {
@@ -249,8 +256,9 @@ int main(int argc, char** argv) {
     report.line("");
     report.line("| case | gather exact (ms) | scatter atomic (ms) | scatter tiled, host-launched buckets (ms) | tiled, device-launched (ms) | tiled deterministic (ms) | tiled vs gather | "
                 "det. / default | useful taps/s | executed taps/s | % of ceiling (executed) | max rel. error tiled vs gather | "
-                "CPU " + std::to_string(cpu_threads > 0 ? cpu_threads : pd::default_thread_count()) + " threads (ms) |");
-    report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+                "CPU " + std::to_string(cpu_threads > 0 ? cpu_threads : pd::default_thread_count()) + " threads (ms) | "
+                "register-blocked (ms) | reg.-blocked useful taps/s | reg.-blocked executed taps/s | reg.-blocked vs tiled | max rel. error reg.-blocked vs gather |");
+    report.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     std::vector<std::pair<std::string, HostStack>> cases;
     if (sections.find('B') != std::string::npos) {
     for (int r_max : quick ? std::vector<int>{4, 8, 16} : std::vector<int>{1, 2, 4, 8, 16, 32})
@@ -265,6 +273,7 @@ int main(int argc, char** argv) {
       const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiled, st.input(), options, 0, warmup, repetitions);
       const auto device_launched = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeviceLaunch, st.input(), options, 0, warmup, repetitions);
       const auto det = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledDeterministic, st.input(), options, 0, warmup, repetitions);
+      const auto blocked = pd::bench::time_superposition(SuperpositionVariant::kRegisterBlocked, st.input(), options, 0, warmup, repetitions);
       const TapCounts taps = count_taps(st, -1);
       std::string cpu_ms = "—";
       if (name.rfind("200", 0) == 0) {  // the no-GPU path on the dose-engine-like stack
@@ -279,7 +288,10 @@ int main(int argc, char** argv) {
                   fmt("%.2f", gather.median_ms / tiled.median_ms) + " | " + fmt("%.2f", det.median_ms / tiled.median_ms) + " | " +
                   fmt("%.2e", taps.useful / (tiled.median_ms * 1e-3)) + " | " + fmt("%.2e", taps.executed / (tiled.median_ms * 1e-3)) +
                   " | " + fmt("%.0f", 100.0 * taps.executed / (tiled.median_ms * 1e-3) / ceiling) + " | " +
-                  fmt("%.1e", relative_error(tiled.output, to_double(gather.output))) + " | " + cpu_ms + " |");
+                  fmt("%.1e", relative_error(tiled.output, to_double(gather.output))) + " | " + cpu_ms + " | " +
+                  fmt("%.3f", blocked.median_ms) + " | " + fmt("%.2e", taps.useful / (blocked.median_ms * 1e-3)) + " | " +
+                  fmt("%.2e", taps.executed / (blocked.median_ms * 1e-3)) + " | " + fmt("%.2f", tiled.median_ms / blocked.median_ms) +
+                  " | " + fmt("%.1e", relative_error(blocked.output, to_double(gather.output))) + " |");
     }
     report.line("");
 

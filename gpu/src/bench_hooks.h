@@ -17,6 +17,8 @@ enum class SuperpositionVariant {
   kScatterTiledDeviceLaunch,  ///< the same, buckets launched from the device (dynamic parallelism)
   kScatterTiledDeterministic, ///< the default with fixed-point flushes
   kScatterTiledFixedRadius,   ///< one tile kernel with r = fixed_radius for every tile (the paper's experiment)
+  kRegisterBlocked,           ///< analysis + register-blocked scatter over the buckets
+  kRegisterBlockedFixedRadius,///< the register-blocked kernel with r = fixed_radius for every tile
 };
 
 const char* variant_name(SuperpositionVariant variant);

@@ -14,6 +14,7 @@ const char* method_name(SuperpositionMethod method) {
     case SuperpositionMethod::kGpuGatherExact: return "gpu-gather-exact";
     case SuperpositionMethod::kGpuScatterAtomic: return "gpu-scatter-atomic";
     case SuperpositionMethod::kGpuScatterTiled: return "gpu-scatter-tiled";
+    case SuperpositionMethod::kGpuScatterRegisterBlocked: return "gpu-scatter-register-blocked";
   }
   return "unknown";
 }

@@ -124,7 +124,8 @@ TEST_P(GpuSuperposition, RejectsInvalidInputOnTheHostBeforeLaunching) {
 INSTANTIATE_TEST_SUITE_P(AllGpuMethods, GpuSuperposition,
                          ::testing::Values(SuperpositionMethod::kGpuGatherExact,
                                            SuperpositionMethod::kGpuScatterAtomic,
-                                           SuperpositionMethod::kGpuScatterTiled),
+                                           SuperpositionMethod::kGpuScatterTiled,
+                                           SuperpositionMethod::kGpuScatterRegisterBlocked),
                          [](const ::testing::TestParamInfo<SuperpositionMethod>& param_info) {
                            std::string name = method_name(param_info.param);
                            for (char& c : name)

@@ -20,6 +20,8 @@ const char* variant_name(SuperpositionVariant variant) {
     case SuperpositionVariant::kScatterTiledDeviceLaunch: return "scatter-tiled-device-launch";
     case SuperpositionVariant::kScatterTiledDeterministic: return "scatter-tiled-deterministic";
     case SuperpositionVariant::kScatterTiledFixedRadius: return "scatter-tiled-fixed-r";
+    case SuperpositionVariant::kRegisterBlocked: return "scatter-register-blocked";
+    case SuperpositionVariant::kRegisterBlockedFixedRadius: return "scatter-register-blocked-fixed-r";
   }
   return "unknown";
 }
@@ -121,6 +123,13 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         break;
       case SuperpositionVariant::kScatterTiledFixedRadius:
         cuda::launch_scatter_tiled_fixed_radius(p, fixed_radius, stream);
+        break;
+      case SuperpositionVariant::kRegisterBlocked:
+        cuda::launch_analyse(p, a, stream);
+        cuda::launch_scatter_register_blocked(p, a, stream);
+        break;
+      case SuperpositionVariant::kRegisterBlockedFixedRadius:
+        cuda::launch_scatter_register_blocked_fixed_radius(p, fixed_radius, stream);
         break;
     }
   };

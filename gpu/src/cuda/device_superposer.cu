@@ -97,6 +97,9 @@ struct DeviceSuperposer::Impl {
                                                                                       : cuda::BucketLaunch::kFromHost,
                                    stream);
         break;
+      case SuperpositionMethod::kGpuScatterRegisterBlocked:
+        cuda::launch_scatter_register_blocked(p, a, stream);
+        break;
       case SuperpositionMethod::kGpuScatterAtomic:
         cuda::launch_fixed_scale(p, a, stream);
         cuda::launch_scatter_atomic(p, stream);

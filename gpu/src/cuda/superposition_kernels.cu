@@ -242,6 +242,102 @@ __global__ void __launch_bounds__(kTileCols* kBlockRows)
   }
 }
 
+/// Register-blocked scatter (issue "beyond the shared-memory ceiling"): the
+/// tile design spends one shared-memory read-modify-write per tap; here each
+/// thread owns a strip of T pixels of one column and, for each horizontal
+/// offset dx, sums the contributions of its T pixels to the T + 2R cells of the
+/// target column in registers (T·(2R+1) FMAs), then adds them to shared memory
+/// in T + 2R read-modify-writes — (2R+1)·T/(T+2R) times fewer than one per tap.
+///
+/// One warp per 32 × kTileRows bucket tile, processing it as kTileRows/T strips
+/// into its own (kTileRows+2R) × (32+2R) shared tile: no other warp touches the
+/// tile, so the only ordering needed is __syncwarp() between dx steps (lane i
+/// and lane i+1 update the same column one step apart) and between strips.
+/// kx of the strip's pixels lives in shared memory ([t][d][lane], read once
+/// per dx), ky in registers. The tile is flushed like the tile scatter's.
+template <int R, int T>
+__global__ void __launch_bounds__(kTileCols)
+    scatter_register_blocked_kernel(StackParams p, const int* tile_list) {
+  static_assert(kTileRows % T == 0, "strips must cover the tile");
+  constexpr int kW = kTileCols + 2 * R;
+  constexpr int kH = kTileRows + 2 * R;
+  extern __shared__ float smem[];
+  float* acc = smem;                 // kH × kW
+  float* kx_table = smem + kH * kW;  // [T][R + 1][32]
+
+  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
+  const int tx = tile % p.tiles_x;
+  const int ty = (tile / p.tiles_x) % p.tiles_y;
+  const int s = tile / (p.tiles_x * p.tiles_y);
+  const int lane = threadIdx.x;
+  const int x0 = tx * kTileCols, y0 = ty * kTileRows;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  const int x = x0 + lane;
+
+  for (int c = lane; c < kH * kW; c += kTileCols) acc[c] = 0.0f;
+
+#pragma unroll 1
+  for (int strip = 0; strip < kTileRows; strip += T) {
+    float v[T], ky[T][R + 1];
+    bool any = false;
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      const int y = y0 + strip + t;
+      float ax = 0.0f, ay = 0.0f;
+      int rx = 0, ry = 0;
+      v[t] = 0.0f;
+      if (x < p.cols && y < p.rows) {
+        const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
+        v[t] = p.image[i];
+        ax = erf_scale(p.sigma_x[i]);
+        ay = erf_scale(p.sigma_y[i]);
+        rx = gaussian_radius_px(p.sigma_x[i], p.cutoff_sigmas);
+        ry = gaussian_radius_px(p.sigma_y[i], p.cutoff_sigmas);
+      }
+      any |= v[t] > 0.0f;
+#pragma unroll
+      for (int d = 0; d <= R; ++d) {
+        ky[t][d] = d <= ry ? gaussian_weight(d, ay) : 0.0f;
+        kx_table[(t * (R + 1) + d) * kTileCols + lane] = d <= rx ? gaussian_weight(d, ax) : 0.0f;
+      }
+    }
+    // The previous strip's last update and this strip's kx table are ordered
+    // for the whole warp before anyone reads them.
+    __syncwarp();
+    if (!__any_sync(0xffffffffu, any)) continue;  // warp-uniform: all-zero strip
+
+#pragma unroll 1
+    for (int i = 0; i <= 2 * R; ++i) {  // dx = i − R
+      const int d = i < R ? R - i : i - R;
+      float u[T];
+#pragma unroll
+      for (int t = 0; t < T; ++t) u[t] = v[t] * kx_table[(t * (R + 1) + d) * kTileCols + lane];
+      // Column lane + dx + R of the tile; row strip + j of the tile for output
+      // row (y0 + strip − R + j).
+      float* column = acc + strip * kW + lane + i;
+#pragma unroll
+      for (int j = 0; j < T + 2 * R; ++j) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+          const int dy = j - t - R;  // compile-time after unrolling
+          if (dy >= -R && dy <= R) sum += u[t] * ky[t][dy < 0 ? -dy : dy];
+        }
+        column[j * kW] += sum;
+      }
+      __syncwarp();
+    }
+  }
+
+  for (int c = lane; c < kH * kW; c += kTileCols) {
+    const float cell = acc[c];
+    if (cell == 0.0f) continue;
+    const int gy = y0 - R + c / kW, gx = x0 - R + c % kW;
+    if (gy < 0 || gy >= p.rows || gx < 0 || gx >= p.cols) continue;  // clipped output grid
+    accumulate(p, s * plane + static_cast<std::size_t>(gy) * p.cols + gx, cell);
+  }
+}
+
 /// Global-atomics scatter: one thread per input pixel, any radius (the paper's
 /// lower bound, and the general path for tiles whose radius exceeds the
 /// largest template). Grid: one block per tile (tile_list) or per tile of the stack.
@@ -460,6 +556,63 @@ void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStr
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
   fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
   PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
+}
+
+namespace {
+
+/// Strip height of the register-blocked kernel for radius R: 8 rows while
+/// ky (8 × (R+1) registers) fits comfortably, 4 above.
+constexpr int register_block_rows(int R) { return R <= 12 ? 8 : 4; }
+
+template <int R>
+constexpr int register_blocked_shared_bytes() {
+  return static_cast<int>(sizeof(float)) *
+         ((kTileRows + 2 * R) * (kTileCols + 2 * R) + register_block_rows(R) * (R + 1) * kTileCols);
+}
+
+template <int R>
+void launch_register_blocked_radius(int radius, int count, const int* tiles, const StackParams& p,
+                                    cudaStream_t stream) {
+  if (radius == R) {
+    constexpr int kT = register_block_rows(R);
+    constexpr int kBytes = register_blocked_shared_bytes<R>();
+    static const bool configured = [] {
+      PD_CUDA_CHECK(cudaFuncSetAttribute(scatter_register_blocked_kernel<R, kT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+      return true;
+    }();
+    (void)configured;
+    scatter_register_blocked_kernel<R, kT><<<count, kTileCols, kBytes, stream>>>(p, tiles);
+  } else if constexpr (R > 0) {
+    launch_register_blocked_radius<R - 1>(radius, count, tiles, p, stream);
+  }
+}
+
+}  // namespace
+
+void launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
+  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
+  int counts[kBucketCount];
+  PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
+  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
+    if (counts[bucket] == 0) continue;
+    const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
+    if (bucket == kGeneralBucket)
+      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
+    else
+      launch_register_blocked_radius<kMaxTileRadiusPx>(bucket, counts[bucket], tiles, p, stream);
+    PD_CUDA_CHECK_LAUNCH("register-blocked bucket");
+  }
+}
+
+void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
+  if (radius < 0 || radius > kMaxTileRadiusPx)
+    throw InputError("register-blocked scatter: radius " + std::to_string(radius) + " px outside 0.." +
+                     std::to_string(kMaxTileRadiusPx));
+  launch_register_blocked_radius<kMaxTileRadiusPx>(radius, p.tile_count(), nullptr, p, stream);
+  PD_CUDA_CHECK_LAUNCH("scatter_register_blocked_kernel");
 }
 
 void launch_scatter_atomic(const StackParams& p, cudaStream_t stream) {

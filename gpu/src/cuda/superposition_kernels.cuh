@@ -66,6 +66,11 @@ void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLa
 /// (the paper's experiment: r_max fixed per launch). radius must be ≥ every
 /// tile radius, 0 … kMaxTileRadiusPx.
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
+/// The register-blocked scatter over every non-empty bucket, launched from the
+/// host (general bucket: global-atomics scatter). Also writes the fixed-point scale.
+void launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// The register-blocked kernel with one radius for every tile of the stack.
+void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
 /// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
 /// Global-atomics scatter, one thread per input pixel, any radius.

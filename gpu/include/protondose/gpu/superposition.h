@@ -90,6 +90,10 @@ enum class SuperpositionMethod {
   kGpuGatherExact,     ///< one thread per output pixel, erf per neighbour (paper's naive gather)
   kGpuScatterAtomic,   ///< one thread per input pixel, global atomics per tap (paper's lower bound)
   kGpuScatterTiled,    ///< shared-memory tile scatter, r templated, tiles bucketed by r on the device
+  /// One warp per tile; each thread sums a strip of pixels' contributions to a
+  /// column in registers before one shared-memory update per cell (fewer
+  /// shared-memory read-modify-writes than taps); same buckets as the tiled scatter.
+  kGpuScatterRegisterBlocked,
 };
 
 /// Stable lowercase name ("cpu-reference", "gpu-gather-exact", ...).
