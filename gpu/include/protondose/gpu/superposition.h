@@ -92,7 +92,9 @@ enum class SuperpositionMethod {
   kGpuScatterTiled,    ///< shared-memory tile scatter, r templated, tiles bucketed by r on the device
   /// One warp per tile; each thread sums a strip of pixels' contributions to a
   /// column in registers before one shared-memory update per cell (fewer
-  /// shared-memory read-modify-writes than taps); same buckets as the tiled scatter.
+  /// shared-memory read-modify-writes than taps); same buckets as the tiled
+  /// scatter. Experimental: not yet run on a GPU (docs/ks-core.md); the engine
+  /// does not use it.
   kGpuScatterRegisterBlocked,
 };
 
