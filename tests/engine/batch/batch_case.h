@@ -48,10 +48,10 @@ inline protondose::IonPlan tiny_plan(double energy_mev, double gantry_deg = 0.0)
   return plan;
 }
 
-/// A water box 80 x 120 x 80 mm (patient x, y, z) with 10 mm air margin, 4 mm voxels.
-inline protondose::CtImage tiny_ct() {
+/// A water box box_x_mm x 120 x 80 mm (patient x, y, z) with 8 mm air margin, 4 mm voxels.
+inline protondose::CtImage tiny_ct(double box_x_mm = 80) {
   protondose::engine::PhantomSpec spec;
-  spec.box_size_mm = {80, 120, 80};
+  spec.box_size_mm = {box_x_mm, 120, 80};
   spec.margin_mm = 8;
   spec.spacing_mm = 4;
   return protondose::engine::make_box_phantom(tiny_plan(100), spec);
