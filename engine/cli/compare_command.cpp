@@ -320,8 +320,7 @@ void run_compare(const CompareArgs& a, cli::CliContext& ctx) {
   }
   if (!ref_dvhs.empty()) {
     s << "DVH (Gy; ref / test)          D98              D95              D50              D2               mean"
-         "             V95 (% of "
-      << fmt(ref_dvhs.front().prescription_gy, 4) << " Gy)\n";
+         "             V95 (%)\n";
     for (std::size_t n = 0; n < ref_dvhs.size(); ++n) {
       const auto& r = ref_dvhs[n];
       const auto& t = test_dvhs[n];
@@ -332,6 +331,10 @@ void run_compare(const CompareArgs& a, cli::CliContext& ctx) {
                     r.d2_gy, t.d2_gy, r.mean_gy, t.mean_gy, r.v95_percent, t.v95_percent);
       s << line;
     }
+    s << "  V95: % of the ROI receiving >= 95 % of "
+      << (a.prescription_gy > 0.0 ? fmt(a.prescription_gy, 4) + " Gy (--prescription)"
+                                  : std::string("the reference maximum in that ROI"))
+      << "\n";
   }
   for (const auto& p : out["png"]) s << "wrote " << p.get<std::string>() << "\n";
   if (required_pass_rate)
