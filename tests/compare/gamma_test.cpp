@@ -87,7 +87,7 @@ void check_shifted_gradient(const Vec3& direction, double shift_mm) {
         if (!interior(g, i, j, k, 3)) continue;
         const double gamma = r.gamma->at(i, j, k);
         ASSERT_GE(gamma, expected - 1e-4) << "voxel " << i << "," << j << "," << k;
-        ASSERT_LE(gamma, expected + 0.005) << "voxel " << i << "," << j << "," << k;
+        ASSERT_LE(gamma, expected + 1e-5) << "voxel " << i << "," << j << "," << k;
         ++checked;
       }
   EXPECT_GT(checked, 5000);
@@ -209,8 +209,38 @@ TEST(Gamma, SubVoxelSearchMatchesDenseSearchOnRandomField) {
           best2 = std::min(best2, d2 + diff * diff / (dd * dd));
         }
     const double dense = std::sqrt(best2);
-    EXPECT_NEAR(r.gamma->at(i, j, k), dense, 0.03)
-        << "seed " << seed << " voxel " << i << "," << j << "," << k;
+    // Both sample the same interpolant, so neither is below the true minimum;
+    // the dense lattice misses it by up to (gradient × 0.04 mm)/ΔD, the branch
+    // and bound (with its linear-model sample in the finest boxes) by less.
+    EXPECT_LE(r.gamma->at(i, j, k), dense + 0.002) << "seed " << seed << " voxel " << i << "," << j << "," << k;
+    EXPECT_GE(r.gamma->at(i, j, k), dense - 0.03) << "seed " << seed << " voxel " << i << "," << j << "," << k;
+  }
+}
+
+// Refining the search resolution from Δd/10 to Δd/50 (and dropping the
+// pruning tolerance) must not change γ beyond the tolerance: the search has
+// converged to the minimum over the interpolant. Case: a Gaussian dose with
+// steep edges (σ 3 mm on 1 mm voxels) shifted by (0.6, 0.3, 0) mm, scaled 1.02.
+TEST(Gamma, ResultIsConvergedAtTheDefaultResolution) {
+  const Grid3 g = cube_grid(24, 1.0, {-11.5, -11.5, -11.5});
+  auto gauss = [](const Vec3& p) { return std::exp(-(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]) / (2 * 9.0)); };
+  const auto ref = fill(g, gauss);
+  const auto eval = fill(g, [&](const Vec3& p) { return 1.02 * gauss({p[0] - 0.6, p[1] - 0.3, p[2]}); });
+  GammaOptions o;
+  o.dose_criterion_percent = 2.0;
+  o.distance_mm = 1.0;
+  o.keep_gamma_volume = true;
+  const GammaResult coarse = gamma_3d(ref, eval, o);
+  o.resolution_fraction = 0.02;
+  o.tolerance = 0.0;
+  const GammaResult fine = gamma_3d(ref, eval, o);
+  ASSERT_GT(coarse.evaluated_voxels, 1000u);
+  ASSERT_GT(coarse.max_gamma, 0.5);  // a comparison with something to find
+  for (std::size_t n = 0; n < ref.data.size(); ++n) {
+    if (coarse.gamma->data[n] == kGammaNotEvaluated) continue;
+    // Different sample points, both real interpolant values: either may be
+    // the lower one, by little.
+    ASSERT_NEAR(coarse.gamma->data[n], fine.gamma->data[n], 0.003) << "voxel " << n;
   }
 }
 
