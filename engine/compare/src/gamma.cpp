@@ -197,16 +197,9 @@ void sample_linear_minimiser(const Box& b, double centre_value, double d_ref, do
   const double g_rhs = g[0] * rhs[0] + g[1] * rhs[1] + g[2] * rhs[2];
   const double k = bv / (av + bv * gg);
   double t[3];  // fractional position in the box, clamped to [0, 1]
-  double x[3];
   for (int a = 0; a < 3; ++a) {
     const double u = (rhs[a] - k * g[a] * g_rhs) / av;
-    if (b.size[a] <= 0.0) {
-      t[a] = 0.0;
-      x[a] = b.lo[a];
-      continue;
-    }
-    t[a] = std::clamp((c[a] + u - b.lo[a]) / b.size[a], 0.0, 1.0);
-    x[a] = b.lo[a] + t[a] * b.size[a];
+    t[a] = b.size[a] > 0.0 ? std::clamp((c[a] + u - b.lo[a]) / b.size[a], 0.0, 1.0) : 0.0;
   }
   // The model point is a start: the clamped model minimiser is not the
   // minimiser within the box. Coordinate descent on the real interpolant
@@ -232,6 +225,7 @@ void sample_linear_minimiser(const Box& b, double centre_value, double d_ref, do
       if (denom > 0.0) t[a] = std::clamp(-(av * b.size[a] * b.lo[a] + bv * slope * at0) / denom, 0.0, 1.0);
     }
   }
+  double x[3];  // the sample's position relative to the reference voxel (mm)
   for (int a = 0; a < 3; ++a) x[a] = b.lo[a] + t[a] * b.size[a];
   const double dd = interpolate(t) - d_ref;
   const double g2 = (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]) * av + dd * dd * bv;
