@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command_registry.h"
+#include "protondose/compare/png.h"
+#include "protondose/compare/render.h"
+#include "protondose/compare/resample.h"
 #include "protondose/core/error.h"
 #include "protondose/core/metaimage.h"
 #include "protondose/dicom/ct_series.h"
@@ -44,7 +48,45 @@ struct ComputeArgs {
   bool dose_to_medium = false;
   double ray_pitch_mm = 1.0;
   double depth_step_mm = 1.0;
+  std::string png_dir;
 };
+
+namespace fs = std::filesystem;
+
+// An output whose folder does not exist fails before the computation, not after.
+void require_output_folder(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  const fs::path folder = fs::path(path).parent_path();
+  if (!folder.empty() && !fs::is_directory(folder))
+    throw protondose::IoError(option + " " + path + ": the folder '" + folder.string() + "' does not exist");
+}
+
+// Dose over CT on the central axial, coronal and sagittal slices of the dose
+// grid: a colour wash from 10 % of the maximum up, over the CT (HU −1000 … 1000).
+std::vector<std::string> write_dose_figures(const std::string& folder, const protondose::CtImage& ct,
+                                            const protondose::Volume<float>& dose_gy, double max_dose_gy) {
+  namespace compare = protondose::compare;
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw protondose::IoError("--png " + folder + ": cannot create the folder (" + ec.message() + ")");
+  const protondose::Grid3& g = dose_gy.grid;
+  const protondose::Volume<float> ct_on_dose_grid =
+      ct.hu.grid == g ? ct.hu : compare::resample_trilinear(ct.hu, g);
+  const compare::Background background{&ct_on_dose_grid, -1000.0, 1000.0};
+  std::vector<std::string> written;
+  for (compare::SlicePlane plane :
+       {compare::SlicePlane::kAxial, compare::SlicePlane::kCoronal, compare::SlicePlane::kSagittal}) {
+    const int axis = plane == compare::SlicePlane::kAxial ? 2 : (plane == compare::SlicePlane::kCoronal ? 1 : 0);
+    const int index = g.size[axis] / 2;
+    const std::string name = compare::plane_name(plane);
+    std::string title = "PLAN DOSE (GY) " + name + " SLICE " + std::to_string(index);
+    for (char& c : title) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const std::string path = (fs::path(folder) / ("dose_over_ct_" + name + ".png")).string();
+    compare::write_png(path, compare::render_dose_slice(background, dose_gy, max_dose_gy, 0.1, plane, index, title));
+    written.push_back(path);
+  }
+  return written;
+}
 
 pe::Backend choose_backend(const std::string& requested) {
   if (!requested.empty()) return pe::parse_backend(requested);
@@ -69,6 +111,8 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   if (a.json) spdlog::set_default_logger(spdlog::stderr_color_mt("protondose-compute"));
   // Options first: a bad command line fails before any file is read.
   const pe::Backend backend = choose_backend(a.backend);
+  require_output_folder(a.out_path, "--out");
+  require_output_folder(a.mhd_path, "--mhd");
   protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
   // Shared with `protondose batch` (batch_dicom_io.h): PatientPosition from the
   // plan when the CT lacks it, and the FrameOfReference check.
@@ -127,6 +171,10 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   if (!a.mhd_path.empty()) {
     protondose::write_metaimage(a.mhd_path, plan_dose);
     written.push_back(a.mhd_path);
+  }
+  if (!a.png_dir.empty() && r.max_dose_gy > 0) {
+    for (const std::string& path : write_dose_figures(a.png_dir, ct, plan_dose, r.max_dose_gy * fractions))
+      written.push_back(path);
   }
 
   nlohmann::json j;
@@ -192,6 +240,7 @@ void add_compute(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_flag("--per-beam", a->per_beam, "Also write one RT Dose per beam (<out>_beam<N>.dcm)");
   cmd->add_option("--out", a->out_path, "RT Dose output file (plan dose: all fractions)")->required();
   cmd->add_option("--mhd", a->mhd_path, "Also write the plan dose as MetaImage (.mhd + .raw)");
+  cmd->add_option("--png", a->png_dir, "Also write the plan dose over the CT on the central slices (PNG) here");
   cmd->add_flag("--json", a->json, "Print a JSON summary (timings by stage, spots, voxels, max dose, backend)");
   cmd->add_option("--rbe", a->rbe, "Multiply by a constant RBE (e.g. 1.1); RT Dose labelled EFFECTIVE");
   cmd->add_flag("--dose-to-medium", a->dose_to_medium, "Report dose to medium instead of dose to water");

@@ -87,5 +87,32 @@ TEST(Render, GammaSliceIsWrittenAndOutOfRangeSliceIsAnInputError) {
   }
 }
 
+// Pixels whose colour is not a grey level (the background is grey).
+int coloured_pixels(const RgbImage& img) {
+  int n = 0;
+  for (std::size_t p = 0; p + 2 < img.rgb.size(); p += 3) n += img.rgb[p] != img.rgb[p + 1] || img.rgb[p + 1] != img.rgb[p + 2];
+  return n;
+}
+
+TEST(Render, DoseSliceColoursOnlyVoxelsAboveTheThreshold) {
+  const Grid3 g = testing::cube_grid(20, 2.0);
+  Volume<float> hu(g, 0.0f), none(g, 0.0f), dose(g, 0.05f);  // 0.05 Gy: below 10 % of 2 Gy
+  for (int j = 5; j < 15; ++j)
+    for (int i = 5; i < 15; ++i) dose.at(i, j, 10) = 2.0f;  // 100 voxels above the threshold
+  const Background ct{&hu, -1000.0, 1000.0};
+  const int bar_only = coloured_pixels(render_dose_slice(ct, none, 2.0, 0.1, SlicePlane::kAxial, 10, "DOSE"));
+  const RgbImage img = render_dose_slice(ct, dose, 2.0, 0.1, SlicePlane::kAxial, 10, "DOSE");
+  // Each voxel is drawn as a block of pixels; 100 hot voxels must add at least 100.
+  EXPECT_GE(coloured_pixels(img) - bar_only, 100);
+  const int low_only = coloured_pixels(render_dose_slice(ct, dose, 2.0, 0.1, SlicePlane::kAxial, 2, "DOSE"));
+  EXPECT_EQ(low_only, bar_only) << "a slice below the threshold everywhere shows only the CT";
+  try {
+    render_dose_slice(ct, dose, 0.0, 0.1, SlicePlane::kAxial, 10, "DOSE");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("maximum dose 0 Gy must be > 0"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace protondose::compare

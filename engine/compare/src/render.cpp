@@ -239,6 +239,26 @@ RgbImage render_difference_slice(const Background& background, const Volume<floa
                       {{0.0, "-" + r + "%"}, {0.5, "0"}, {1.0, "+" + r + "%"}});
 }
 
+RgbImage render_dose_slice(const Background& background, const Volume<float>& dose_gy, double max_dose_gy,
+                           double threshold_fraction, SlicePlane plane, int index, const std::string& title) {
+  if (!(max_dose_gy > 0.0) || !(threshold_fraction >= 0.0 && threshold_fraction < 1.0)) {
+    std::ostringstream m;
+    m << "figure '" << title << "': maximum dose " << max_dose_gy << " Gy must be > 0 and the threshold "
+      << threshold_fraction << " in [0, 1)";
+    throw InputError(m.str());
+  }
+  const double low = threshold_fraction * max_dose_gy;
+  const std::vector<Rgb> wash{{30, 60, 220}, {30, 200, 80}, {250, 220, 40}, {220, 30, 30}};
+  const auto colour_of = [&](std::size_t n, Rgb& c) {
+    const double d = dose_gy.data[n];
+    if (d < low || d <= 0.0) return false;
+    c = colour_ramp(wash, std::clamp((d - low) / (max_dose_gy - low), 0.0, 1.0));
+    return true;
+  };
+  return render_slice(background, dose_gy.grid, plane, index, title, colour_of, wash,
+                      {{0.0, format_number(low, 2) + " GY"}, {1.0, format_number(max_dose_gy, 2) + " GY"}});
+}
+
 RgbImage render_dvh(const std::vector<Dvh>& reference, const std::vector<Dvh>& test, const std::string& title) {
   if (reference.size() != test.size() || reference.empty()) {
     std::ostringstream m;

@@ -45,6 +45,14 @@ RgbImage render_difference_slice(const Background& background, const Volume<floa
                                  double range_percent, SlicePlane plane, int index,
                                  const std::string& title);
 
+/// Dose (Gy) on one slice as a colour wash over the background — blue at
+/// `threshold_fraction` × `max_dose_gy` through green and yellow to red at the
+/// maximum; voxels below the threshold show only the background. Throws as
+/// render_gamma_slice, and InputError when max_dose_gy ≤ 0 or the threshold is
+/// outside [0, 1).
+RgbImage render_dose_slice(const Background& background, const Volume<float>& dose_gy, double max_dose_gy,
+                           double threshold_fraction, SlicePlane plane, int index, const std::string& title);
+
 /// Cumulative DVHs of reference (solid) and test (dashed) doses, one colour
 /// per ROI, with axes, ticks and a legend. `reference` and `test` are paired
 /// by position. Throws InputError if their sizes differ or both are empty.
