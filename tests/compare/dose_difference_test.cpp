@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/compare/dose_difference.h"
 
 #include <gtest/gtest.h>
@@ -14,19 +15,7 @@ namespace {
 using testing::cube_grid;
 using testing::fill;
 
-template <class E, class F>
-std::string expect_throw_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
+using protondose::testing::message_of;
 
 // Reference 1 Gy + 0.1 Gy/mm along x (x = 0 … 9 mm: 1.0 … 1.9 Gy), evaluated
 // = reference + 0.02 Gy for x < 5 mm and − 0.04 Gy from x = 5 mm: with the
@@ -56,7 +45,7 @@ TEST(DoseDifference, StatisticsOfAKnownDifference) {
 
 TEST(DoseDifference, ZeroReferenceIsAnInputError) {
   const Volume<float> zero(cube_grid(3, 1.0), 0.0f);
-  const auto msg = expect_throw_message<InputError>([&] { dose_difference(zero, zero); });
+  const auto msg = message_of<InputError>([&] { dose_difference(zero, zero); });
   EXPECT_NE(msg.find("zero everywhere"), std::string::npos) << msg;
 }
 
@@ -64,7 +53,7 @@ TEST(DoseDifference, ThresholdOutOfRangeIsAConfigError) {
   const Volume<float> ref(cube_grid(3, 1.0), 1.0f);
   DoseDifferenceOptions o;
   o.threshold_percent = 100.0;
-  const auto msg = expect_throw_message<ConfigError>([&] { dose_difference(ref, ref, o); });
+  const auto msg = message_of<ConfigError>([&] { dose_difference(ref, ref, o); });
   EXPECT_NE(msg.find("threshold 100 %"), std::string::npos) << msg;
 }
 
@@ -79,7 +68,7 @@ TEST(DoseProfile, SamplesALinearFieldExactlyIncludingBothEnds) {
 
 TEST(DoseProfile, ZeroStepIsAnInputError) {
   const Volume<float> dose(cube_grid(3, 1.0), 1.0f);
-  const auto msg = expect_throw_message<InputError>([&] { dose_profile(dose, {0, 0, 0}, {1, 0, 0}, 0.0); });
+  const auto msg = message_of<InputError>([&] { dose_profile(dose, {0, 0, 0}, {1, 0, 0}, 0.0); });
   EXPECT_NE(msg.find("step 0 mm"), std::string::npos) << msg;
 }
 
@@ -116,7 +105,7 @@ TEST(DistalFalloff, DipBetweenPeaksIsNotTheFalloff) {
 
 TEST(DistalFalloff, ProfileEndingBeforeTheFalloffIsAnInputError) {
   std::vector<ProfilePoint> profile{{0, 0.5}, {1, 1.0}, {2, 0.9}, {3, 0.5}};
-  const auto msg = expect_throw_message<InputError>([&] { distal_falloff(profile); });
+  const auto msg = message_of<InputError>([&] { distal_falloff(profile); });
   EXPECT_NE(msg.find("does not fall below 20 %"), std::string::npos) << msg;
 }
 

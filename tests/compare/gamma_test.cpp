@@ -1,3 +1,4 @@
+#include "expect_error.h"
 #include "protondose/compare/gamma.h"
 
 #include <gtest/gtest.h>
@@ -15,19 +16,7 @@ namespace {
 using testing::cube_grid;
 using testing::fill;
 
-template <class E, class F>
-std::string expect_throw_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
+using protondose::testing::message_of;
 
 /// True when voxel (i, j, k) is at least `margin` voxels from every face.
 bool interior(const Grid3& g, int i, int j, int k, int margin) {
@@ -258,14 +247,14 @@ TEST(Gamma, DifferentGridsAreResampledOntoTheReference) {
 
 TEST(Gamma, ZeroReferenceIsAnInputError) {
   const Volume<float> zero(cube_grid(4, 1.0), 0.0f);
-  const auto msg = expect_throw_message<InputError>([&] { gamma_3d(zero, zero, GammaOptions{}); });
+  const auto msg = message_of<InputError>([&] { gamma_3d(zero, zero, GammaOptions{}); });
   EXPECT_NE(msg.find("zero everywhere"), std::string::npos) << msg;
 }
 
 TEST(Gamma, NonFiniteDoseIsAnInputErrorNamingTheVoxel) {
   Volume<float> ref(cube_grid(4, 1.0), 1.0f), eval(cube_grid(4, 1.0), 1.0f);
   eval.at(1, 2, 3) = std::nanf("");
-  const auto msg = expect_throw_message<InputError>([&] { gamma_3d(ref, eval, GammaOptions{}); });
+  const auto msg = message_of<InputError>([&] { gamma_3d(ref, eval, GammaOptions{}); });
   EXPECT_NE(msg.find("evaluated dose: voxel (1, 2, 3)"), std::string::npos) << msg;
 }
 
@@ -273,7 +262,7 @@ TEST(Gamma, MismatchedDataSizeIsAnInputError) {
   Volume<float> ref(cube_grid(4, 1.0), 1.0f);
   Volume<float> eval = ref;
   eval.data.resize(10);
-  const auto msg = expect_throw_message<InputError>([&] { gamma_3d(ref, eval, GammaOptions{}); });
+  const auto msg = message_of<InputError>([&] { gamma_3d(ref, eval, GammaOptions{}); });
   EXPECT_NE(msg.find("holds 10 values"), std::string::npos) << msg;
 }
 
@@ -281,7 +270,7 @@ TEST(Gamma, NoVoxelAboveThresholdIsAnInputError) {
   Volume<float> ref(cube_grid(4, 1.0), 1.0f);
   GammaOptions o;
   o.normalisation_dose_gy = 100.0;  // threshold 10 Gy, reference 1 Gy
-  const auto msg = expect_throw_message<InputError>([&] { gamma_3d(ref, ref, o); });
+  const auto msg = message_of<InputError>([&] { gamma_3d(ref, ref, o); });
   EXPECT_NE(msg.find("no reference voxel reaches the low-dose threshold of 10 Gy"), std::string::npos) << msg;
 }
 
@@ -289,16 +278,16 @@ TEST(Gamma, InvalidOptionsAreConfigErrors) {
   const Volume<float> ref(cube_grid(4, 1.0), 1.0f);
   GammaOptions o;
   o.dose_criterion_percent = 0.0;
-  auto msg = expect_throw_message<ConfigError>([&] { gamma_3d(ref, ref, o); });
+  auto msg = message_of<ConfigError>([&] { gamma_3d(ref, ref, o); });
   EXPECT_NE(msg.find("dose criterion (%) = 0"), std::string::npos) << msg;
   o = GammaOptions{};
   o.local = true;
   o.threshold_percent = 0.0;
-  msg = expect_throw_message<ConfigError>([&] { gamma_3d(ref, ref, o); });
+  msg = message_of<ConfigError>([&] { gamma_3d(ref, ref, o); });
   EXPECT_NE(msg.find("with local gamma"), std::string::npos) << msg;
   o = GammaOptions{};
   o.max_search_mm = 1.0;  // below the 3 mm distance criterion
-  msg = expect_throw_message<ConfigError>([&] { gamma_3d(ref, ref, o); });
+  msg = message_of<ConfigError>([&] { gamma_3d(ref, ref, o); });
   EXPECT_NE(msg.find("max search (mm) = 1"), std::string::npos) << msg;
 }
 
