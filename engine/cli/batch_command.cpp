@@ -116,6 +116,7 @@ void run_batch_command(const BatchArgs& a, protondose::cli::CliContext& ctx) {
     if (!a.backend.empty()) extra += " --backend " + shell_quote(a.backend);
     if (!a.gpus.empty()) extra += " --gpus " + shell_quote(a.gpus);
     if (a.force) extra += " --force";
+    if (a.threads > 0) extra += " --threads " + std::to_string(a.threads);
     for (const auto& f : a.flags) extra += " --flag " + shell_quote(f);
     char geometry[96];
     std::snprintf(geometry, sizeof geometry, " --ray-pitch %.17g --depth-step %.17g --gamma %s", a.ray_pitch_mm,
