@@ -15,6 +15,7 @@
 
 namespace protondose::dicom {
 
+using detail::describe;
 using detail::find_integer;
 using detail::find_number;
 using detail::find_string;
@@ -27,16 +28,7 @@ using detail::Where;
 
 namespace {
 
-std::string describe(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
-Vec3 cross(const Vec3& a, const Vec3& b) {
-  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
-}
-double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
 
 // One slice's header, read in the first pass over the folder.
 struct SliceHeader {

@@ -312,4 +312,10 @@ std::string now_tm() {
   return buffer;
 }
 
+std::string describe(double value) {
+  std::ostringstream s;
+  s << value;
+  return s.str();
+}
+
 }  // namespace protondose::dicom::detail

@@ -65,6 +65,8 @@ std::vector<DcmItem*> sequence_items(DcmItem& item, const DcmTagKey& key);
 /// Decimal String text for `value`: the most precise %g form that fits DS's
 /// 16 characters. Non-finite → InternalError.
 std::string format_ds(double value);
+/// A number as a message shows it (default ostream formatting: "0.5", "1e-05").
+std::string describe(double value);
 /// Multi-valued DS ("a\\b\\c").
 std::string format_ds(const std::vector<double>& values);
 

@@ -17,6 +17,7 @@ using detail::find_integer;
 using detail::find_number;
 using detail::find_numbers;
 using detail::find_string;
+using detail::describe;
 using detail::format_ds;
 using detail::require_integer;
 using detail::require_number;
@@ -34,16 +35,7 @@ constexpr double kFrameGapToleranceMm = 0.01;
 // Direction cosines within this of ±1/0 count as axis-aligned.
 constexpr double kCosineTolerance = 1e-4;
 
-std::string describe(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
-Vec3 cross(const Vec3& a, const Vec3& b) {
-  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
-}
-double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
 
 bool axis_aligned(const Vec3& v) {
   int big = 0;

@@ -12,6 +12,11 @@ namespace protondose {
 /// A point or direction in a named frame; components in mm where a length.
 using Vec3 = std::array<double, 3>;
 
+inline double dot(const Vec3& a, const Vec3& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+inline Vec3 cross(const Vec3& a, const Vec3& b) {
+  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
+}
+
 /// A regular voxel grid in the DICOM patient coordinate system (mm).
 ///
 /// Voxel (i, j, k) has its centre at
