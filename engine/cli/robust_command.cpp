@@ -124,20 +124,7 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
                     {"rsp_scale", scenarios[i].rsp_scale},
                     {"compute_s", r.seconds[i]},
                     {"structures", per_scenario_metrics[i]}});
-  json band = json::object();
-  for (const auto& [name, mask] : masks) {
-    json b;
-    for (const char* k : {"d98_gy", "d95_gy", "d50_gy", "d2_gy", "mean_gy"}) {
-      double lo = 1e300, hi = -1e300;
-      for (const json& m : per_scenario_metrics) {
-        const double v = m[name][k].get<double>();
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      b[k] = {{"min", lo}, {"nominal", per_scenario_metrics[0][name][k]}, {"max", hi}};
-    }
-    band[name] = b;
-  }
+  const json band = pe::dvh_band(per_scenario_metrics);
   const json out{{"ct", a.ct_dir},
                  {"plan", a.plan_path},
                  {"scenario_count", scenarios.size()},

@@ -155,4 +155,25 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   return result;
 }
 
+nlohmann::json dvh_band(const std::vector<nlohmann::json>& per_scenario) {
+  nlohmann::json band = nlohmann::json::object();
+  if (per_scenario.empty()) return band;
+  for (const auto& [roi, nominal] : per_scenario[0].items()) {
+    nlohmann::json b;
+    for (const char* k : {"d98_gy", "d95_gy", "d50_gy", "d2_gy", "mean_gy"}) {
+      double lo = nominal.at(k).get<double>(), hi = lo;
+      for (std::size_t i = 1; i < per_scenario.size(); ++i) {
+        if (!per_scenario[i].contains(roi))
+          throw InternalError("robust: scenario " + std::to_string(i) + " has no DVH of '" + roi + "'");
+        const double v = per_scenario[i][roi].at(k).get<double>();
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      b[k] = {{"min", lo}, {"nominal", nominal.at(k)}, {"max", hi}};
+    }
+    band[roi] = b;
+  }
+  return band;
+}
+
 }  // namespace protondose::engine

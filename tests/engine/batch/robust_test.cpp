@@ -160,3 +160,18 @@ TEST(Robust, TheFirstScenarioMustBeTheNominal) {
   });
   EXPECT_NE(msg.find("the first scenario ('up') must be the nominal"), std::string::npos) << msg;
 }
+
+TEST(Robust, DvhBandIsTheMinimumNominalAndMaximumOverScenarios) {
+  const std::vector<nlohmann::json> per_scenario{
+      {{"PTV", {{"d98_gy", 1.9}, {"d95_gy", 1.95}, {"d50_gy", 2.0}, {"d2_gy", 2.05}, {"mean_gy", 2.0}}}},
+      {{"PTV", {{"d98_gy", 1.7}, {"d95_gy", 1.80}, {"d50_gy", 2.0}, {"d2_gy", 2.10}, {"mean_gy", 1.98}}}},
+      {{"PTV", {{"d98_gy", 1.95}, {"d95_gy", 1.97}, {"d50_gy", 2.01}, {"d2_gy", 2.02}, {"mean_gy", 2.01}}}}};
+  const nlohmann::json band = pe::dvh_band(per_scenario);
+  EXPECT_EQ(band["PTV"]["d98_gy"], (nlohmann::json{{"min", 1.7}, {"nominal", 1.9}, {"max", 1.95}}));
+  EXPECT_EQ(band["PTV"]["d2_gy"]["max"], 2.10);
+  EXPECT_EQ(band["PTV"]["mean_gy"]["min"], 1.98);
+  const nlohmann::json nominal_only = {{"PTV", {{"d98_gy", 1}, {"d95_gy", 1}, {"d50_gy", 1}, {"d2_gy", 1}, {"mean_gy", 1}}}};
+  const std::vector<nlohmann::json> missing{nominal_only, nlohmann::json::object()};
+  const std::string msg = message_of<protondose::InternalError>([&] { pe::dvh_band(missing); });
+  EXPECT_NE(msg.find("scenario 1 has no DVH of 'PTV'"), std::string::npos) << msg;
+}

@@ -5,6 +5,8 @@
 /// dose over them (docs/batch.md, "Robustness").
 
 #include <functional>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -56,5 +58,11 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
                         const IonPlan& plan, const std::vector<RobustScenario>& scenarios,
                         const RobustOptions& options,
                         const std::function<void(std::size_t, const Volume<float>&)>& on_scenario = {});
+
+/// The DVH band over scenarios: per structure and metric (d98_gy, d95_gy,
+/// d50_gy, d2_gy, mean_gy) {"min", "nominal", "max"}, from each scenario's
+/// {"ROI": {"d95_gy": ..., ...}} (index 0 the nominal). A structure missing
+/// from a scenario is an InternalError (every scenario uses the same masks).
+nlohmann::json dvh_band(const std::vector<nlohmann::json>& per_scenario_structures);
 
 }  // namespace protondose::engine
