@@ -499,6 +499,28 @@ double pixel_count_of(const StackParams& p) {
   return static_cast<double>(p.slices) * p.rows * static_cast<double>(p.cols);
 }
 
+/// The fixed-point scale, one read-back of the bucket sizes, then one launch
+/// per non-empty bucket, largest radii first: `launch_radius(r, count, tiles)`
+/// for r ≤ kMaxTileRadiusPx, the global-atomics kernel for the general bucket.
+template <class LaunchRadius>
+void launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, cudaStream_t stream,
+                              LaunchRadius&& launch_radius) {
+  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
+  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
+  int counts[kBucketCount];
+  PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
+  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
+    if (counts[bucket] == 0) continue;
+    const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
+    if (bucket == kGeneralBucket)
+      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
+    else
+      launch_radius(bucket, counts[bucket], tiles);
+    PD_CUDA_CHECK_LAUNCH("scatter bucket");
+  }
+}
+
 /// Prefer the largest shared-memory carveout for every tile kernel, so that
 /// grids launched from the device get the same occupancy as host launches.
 template <int R>
@@ -525,23 +547,9 @@ void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLa
     PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
     return;
   }
-  // From the host: one round trip for the bucket sizes, then one launch per
-  // non-empty bucket. Kept for tools that cannot follow device-side launches
-  // (compute-sanitizer racecheck) and to measure what the device launch saves.
-  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
-  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
-  int counts[kBucketCount];
-  PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
-  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
-    if (counts[bucket] == 0) continue;
-    const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
-    if (bucket == kGeneralBucket)
-      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
-    else
-      launch_bucket_from_host<kMaxTileRadiusPx>(bucket, counts[bucket], tiles, p, stream);
-    PD_CUDA_CHECK_LAUNCH("scatter bucket");
-  }
+  launch_buckets_from_host(p, a, stream, [&](int radius, int count, const int* tiles) {
+    launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
+  });
 }
 
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
@@ -591,20 +599,9 @@ void launch_register_blocked_radius(int radius, int count, const int* tiles, con
 }  // namespace
 
 void launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
-  fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
-  PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
-  int counts[kBucketCount];
-  PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
-  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
-    if (counts[bucket] == 0) continue;
-    const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
-    if (bucket == kGeneralBucket)
-      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
-    else
-      launch_register_blocked_radius<kMaxTileRadiusPx>(bucket, counts[bucket], tiles, p, stream);
-    PD_CUDA_CHECK_LAUNCH("register-blocked bucket");
-  }
+  launch_buckets_from_host(p, a, stream, [&](int radius, int count, const int* tiles) {
+    launch_register_blocked_radius<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
+  });
 }
 
 void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
