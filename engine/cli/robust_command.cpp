@@ -18,6 +18,8 @@
 
 #include "command_registry.h"
 #include "protondose/compare/dvh.h"
+#include "protondose/compare/png.h"
+#include "protondose/compare/render.h"
 #include "protondose/core/atomic_file.h"
 #include "protondose/core/error.h"
 #include "protondose/dicom/ct_series.h"
@@ -82,6 +84,10 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   std::map<std::string, protondose::Volume<std::uint8_t>> masks;
   json skipped = json::object();
   std::vector<json> per_scenario_metrics;
+  // Cumulative DVHs per ROI and scenario at one bin width per ROI (the nominal
+  // maximum / 200), for the DVH-band figure.
+  std::map<std::string, std::vector<protondose::compare::Dvh>> curves;
+  std::map<std::string, double> bin_width_gy;
   const bool progress = !ctx.quiet && ::isatty(STDERR_FILENO);  // quiet when piped
   auto on_scenario = [&](std::size_t i, const protondose::Volume<float>& dose) {
     if (a.per_scenario) {
@@ -99,8 +105,14 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
             skipped[roi.name] = e.what();
           }
         }
-      for (const auto& [name, mask] : masks)
-        m[name] = pe::dicom_io::dvh_json(protondose::compare::compute_dvh(dose, mask, name));
+      for (const auto& [name, mask] : masks) {
+        protondose::compare::DvhOptions dvh_options;
+        if (i > 0) dvh_options.bin_width_gy = bin_width_gy[name];
+        protondose::compare::Dvh dvh = protondose::compare::compute_dvh(dose, mask, name, dvh_options);
+        if (i == 0) bin_width_gy[name] = dvh.max_gy > 0 ? dvh.max_gy / 200.0 : 1.0;
+        m[name] = pe::dicom_io::dvh_json(dvh);
+        curves[name].push_back(std::move(dvh));
+      }
     }
     per_scenario_metrics.push_back(m);
     if (progress) std::fprintf(stderr, "\rscenario %zu/%zu %-40.40s", i + 1, scenarios.size(), scenarios[i].name.c_str());
@@ -125,6 +137,17 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
                     {"compute_s", r.seconds[i]},
                     {"structures", per_scenario_metrics[i]}});
   const json band = pe::dvh_band(per_scenario_metrics);
+  if (!curves.empty()) {
+    // The band as a figure: per ROI the lower envelope solid, the upper dashed.
+    std::vector<protondose::compare::Dvh> lower, upper;
+    for (const auto& [name, c] : curves) {
+      auto [lo, hi] = pe::dicom_io::dvh_envelope(c);
+      lower.push_back(std::move(lo));
+      upper.push_back(std::move(hi));
+    }
+    protondose::compare::write_png((fs::path(a.out_dir) / "dvh_band.png").string(),
+                                   protondose::compare::render_dvh(lower, upper, "DVH BAND OVER SCENARIOS"));
+  }
   const json out{{"ct", a.ct_dir},
                  {"plan", a.plan_path},
                  {"scenario_count", scenarios.size()},

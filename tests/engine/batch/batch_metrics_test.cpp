@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "batch_case.h"
+#include "expect_error.h"
 #include "protondose/dicom/rt_struct.h"
 #include "protondose/engine/batch.h"
 #include "protondose/engine/batch_dicom_io.h"
@@ -68,4 +69,27 @@ TEST(BatchMetrics, StructureMetricsGiveTheDvhAndItsChangeFromTheReference) {
       record_metrics);
   ASSERT_EQ(fired.size(), 1u);
   EXPECT_EQ(fired[0].rfind("PTV:D95<-3% (-4.76", 0), 0u) << fired[0];
+}
+
+TEST(BatchMetrics, DvhEnvelopeIsThePointwiseMinimumAndMaximumOverScenarios) {
+  protondose::compare::Dvh a, b;
+  a.roi_name = b.roi_name = "PTV";
+  a.cumulative = {{0.0, 100}, {0.5, 80}, {1.0, 10}};
+  a.max_gy = 1.2;
+  b.cumulative = {{0.0, 100}, {0.5, 90}, {1.0, 5}, {1.5, 2}};
+  b.max_gy = 1.6;
+  const auto [lo, hi] = pe::dicom_io::dvh_envelope({a, b});
+  EXPECT_EQ(lo.roi_name, "PTV min");
+  EXPECT_EQ(hi.roi_name, "PTV max");
+  ASSERT_EQ(lo.cumulative.size(), 4u);
+  EXPECT_EQ(lo.cumulative[1].volume_percent, 80);
+  EXPECT_EQ(hi.cumulative[1].volume_percent, 90);
+  EXPECT_EQ(lo.cumulative[2].volume_percent, 5);
+  EXPECT_EQ(hi.cumulative[2].volume_percent, 10);
+  EXPECT_EQ(lo.cumulative[3].volume_percent, 0);  // a beyond its end
+  EXPECT_EQ(hi.cumulative[3].volume_percent, 2);
+  EXPECT_EQ(hi.cumulative[3].dose_gy, 1.5);
+  b.cumulative[1].dose_gy = 0.6;
+  const std::string msg = protondose::testing::message_of<protondose::InternalError>([&] { pe::dicom_io::dvh_envelope({a, b}); });
+  EXPECT_NE(msg.find("DVH envelope of 'PTV': scenarios have different bin widths"), std::string::npos) << msg;
 }

@@ -8,7 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,41 @@ inline nlohmann::json structure_metrics(const dicom::StructureSet& set, const Vo
     }
   }
   return {{"structures", out}, {"structures_skipped", skipped}};
+}
+
+/// Lower and upper envelope of cumulative DVHs of one structure over
+/// scenarios, computed with one common bin width (DvhOptions::bin_width_gy), so
+/// that point b of every curve is at b × width; a shorter curve has 0 % beyond
+/// its end. The envelopes carry roi_name + " min" / " max". InternalError when
+/// the curves' dose levels differ (different bin widths); InputError when empty.
+inline std::pair<compare::Dvh, compare::Dvh> dvh_envelope(const std::vector<compare::Dvh>& scenarios) {
+  if (scenarios.empty()) throw InputError("DVH envelope of no scenarios");
+  compare::Dvh lo, hi;
+  lo.roi_name = scenarios[0].roi_name + " min";
+  hi.roi_name = scenarios[0].roi_name + " max";
+  std::size_t points = 0;
+  for (const auto& d : scenarios) points = std::max(points, d.cumulative.size());
+  for (std::size_t b = 0; b < points; ++b) {
+    double level = -1, vmin = 1e300, vmax = -1e300;
+    for (const auto& d : scenarios) {
+      double v = 0;
+      if (b < d.cumulative.size()) {
+        if (level >= 0 && std::abs(d.cumulative[b].dose_gy - level) > 1e-9 * (1 + level))
+          throw InternalError("DVH envelope of '" + scenarios[0].roi_name + "': scenarios have different bin widths");
+        level = d.cumulative[b].dose_gy;
+        v = d.cumulative[b].volume_percent;
+      }
+      vmin = std::min(vmin, v);
+      vmax = std::max(vmax, v);
+    }
+    lo.cumulative.push_back({level, vmin});
+    hi.cumulative.push_back({level, vmax});
+  }
+  for (const auto& d : scenarios) {
+    hi.max_gy = std::max(hi.max_gy, d.max_gy);
+    lo.max_gy = hi.max_gy;
+  }
+  return {lo, hi};
 }
 
 /// Gamma (3 %/3 mm global, 10 % threshold unless told) and DVH metrics of a job's dose.
