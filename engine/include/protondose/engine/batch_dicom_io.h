@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <utility>
 #include <string>
@@ -135,9 +136,11 @@ inline nlohmann::json evaluate_job(const BatchJob& job, const Volume<float>& pla
   if (!job.reference_dose_path.empty()) {
     ref = dicom::read_rt_dose(job.reference_dose_path);
     const compare::GammaResult g = compare::gamma_3d(ref->dose_gy, plan_dose_gy, gamma_options);
+    char criteria[64];
+    std::snprintf(criteria, sizeof criteria, "%g%%/%gmm global", gamma_options.dose_criterion_percent,
+                  gamma_options.distance_mm);
     m["gamma"] = {{"pass_rate_percent", g.pass_rate_percent},
-                  {"criteria", std::to_string(gamma_options.dose_criterion_percent) + "%/" +
-                                   std::to_string(gamma_options.distance_mm) + "mm"},
+                  {"criteria", criteria},
                   {"mean", g.mean_gamma},
                   {"p95", g.p95_gamma},
                   {"evaluated_voxels", g.evaluated_voxels}};
