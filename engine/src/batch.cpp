@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -744,6 +745,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
     });
   }
 
+  std::exception_ptr writer_error;
   std::thread writer([&] {
     std::unique_ptr<WorkItem> item;
     while (to_write.pop(item)) {
@@ -775,7 +777,13 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
       }
       item->plan_dose_gy = Volume<float>();
       item->ct.reset();
-      emit(r);
+      // A records file that cannot be written ends the batch after the queue
+      // drains (the outputs already written stay valid); never terminate().
+      try {
+        emit(r);
+      } catch (...) {
+        if (!writer_error) writer_error = std::current_exception();
+      }
     }
   });
 
@@ -783,6 +791,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   for (auto& t : workers) t.join();
   to_write.close();
   writer.join();
+  if (writer_error) std::rethrow_exception(writer_error);
 
   for (const BatchJob& job : manifest.jobs)
     if (auto it = done.find(job.id); it != done.end()) summary.records.push_back(it->second);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "batch_case.h"
+#include "expect_error.h"
 #include "protondose/dicom/rt_dose.h"
 #include "protondose/engine/batch.h"
 #include "protondose/engine/dose_engine.h"
@@ -307,4 +308,27 @@ TEST(BatchRun, AStopRequestCancelsTheJobsNotStarted) {
     if (r.status == "cancelled") {
       EXPECT_FALSE(fs::exists(r.out_path)) << r.id;
     }
+}
+
+TEST(BatchRun, AnUnwritableRecordsFileOrBadOptionsFailBeforeAnyJob) {
+  const auto dir = batch_test::fresh_dir();
+  const TinyCase c(dir);
+  const pe::Manifest m = manifest_of(dir, {c.job("a")});
+  auto o = batch_test::fast_options(dir);
+  o.records_path = (dir / "no_such_folder" / "records.jsonl").string();
+  const std::string msg =
+      protondose::testing::message_of<protondose::IoError>([&] { pe::run_batch(m, o, batch_test::test_io()); });
+  EXPECT_NE(msg.find("cannot open the records file '" + o.records_path + "'"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(c.job("a").out_path));
+
+  auto bad = batch_test::fast_options(dir);
+  bad.workers = 0;
+  EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { pe::run_batch(m, bad, batch_test::test_io()); })
+                .find("--workers 0: need at least 1"),
+            std::string::npos);
+  bad = batch_test::fast_options(dir);
+  bad.default_backend = "fpga";
+  EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { pe::run_batch(m, bad, batch_test::test_io()); })
+                .find("fpga"),
+            std::string::npos);
 }
