@@ -332,3 +332,26 @@ TEST(BatchRun, AnUnwritableRecordsFileOrBadOptionsFailBeforeAnyJob) {
                 .find("fpga"),
             std::string::npos);
 }
+
+TEST(BatchRun, OutOfMemoryAndUnexpectedExceptionsAreRecordedNotFatal) {
+  const auto dir = batch_test::fresh_dir();
+  const TinyCase c(dir);
+  pe::BatchIo io = batch_test::test_io();
+  const auto real_read_ct = io.read_ct;
+  io.read_ct = [real_read_ct](const std::string& ct_dir) -> protondose::CtImage {
+    if (ct_dir.find("badct") != std::string::npos) throw std::bad_alloc();
+    return real_read_ct(ct_dir);
+  };
+  io.read_plan = [](const pe::BatchJob& job, protondose::CtImage& ct) -> protondose::IonPlan {
+    if (job.id == "surprise") throw std::runtime_error("an exception outside the protondose family");
+    return batch_test::test_io().read_plan(job, ct);
+  };
+  const pe::Manifest m =
+      manifest_of(dir, {c.job("oom", "plan100.txt", "badct"), c.job("surprise"), c.job("fine")});
+  const pe::BatchSummary s = pe::run_batch(m, batch_test::fast_options(dir), io);
+  EXPECT_EQ(record(s, "oom").category, "memory");
+  EXPECT_EQ(record(s, "oom").message.rfind("out of memory: ", 0), 0u) << record(s, "oom").message;
+  EXPECT_EQ(record(s, "surprise").category, "internal");
+  EXPECT_EQ(record(s, "surprise").message, "an exception outside the protondose family");
+  EXPECT_EQ(record(s, "fine").status, "ok");
+}
