@@ -404,12 +404,18 @@ std::string format_summary_table(const BatchSummary& s) {
 
 std::string sidecar_path(const std::string& out_path) { return out_path + ".batch.json"; }
 
-json job_fingerprint(const BatchJob& job, const BatchOptions& options) {
-  json inputs{{"ct", hex64(hash_path(job.ct_dir))}, {"plan", hex64(hash_path(job.plan_path))}};
-  if (!job.hu_curve.empty()) inputs["hu_curve"] = hex64(hash_path(job.hu_curve));
-  if (!job.structures_path.empty()) inputs["structures"] = hex64(hash_path(job.structures_path));
-  if (!job.reference_dose_path.empty()) inputs["reference_dose"] = hex64(hash_path(job.reference_dose_path));
-  if (!job.machine.empty() && fs::exists(job.machine)) inputs["machine"] = hex64(hash_path(job.machine));
+json job_fingerprint(const BatchJob& job, const BatchOptions& options, std::map<std::string, std::string>* checksums) {
+  auto sum = [&](const std::string& path) {
+    if (!checksums) return hex64(hash_path(path));
+    auto it = checksums->find(path);
+    if (it == checksums->end()) it = checksums->emplace(path, hex64(hash_path(path))).first;
+    return it->second;
+  };
+  json inputs{{"ct", sum(job.ct_dir)}, {"plan", sum(job.plan_path)}};
+  if (!job.hu_curve.empty()) inputs["hu_curve"] = sum(job.hu_curve);
+  if (!job.structures_path.empty()) inputs["structures"] = sum(job.structures_path);
+  if (!job.reference_dose_path.empty()) inputs["reference_dose"] = sum(job.reference_dose_path);
+  if (!job.machine.empty() && fs::exists(job.machine)) inputs["machine"] = sum(job.machine);
   std::vector<std::string> flags;
   for (const auto& f : options.flags) flags.push_back(f.text);
   json o{{"shift_mm", job.shift_mm},
@@ -582,6 +588,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   // Which jobs: this shard's, less those already done (their sidecar matches).
   std::vector<WorkItem> todo;
   std::vector<JobRecord> skipped;
+  std::map<std::string, std::string> checksums;  // input path → checksum, read once per run
   for (const BatchJob& job : manifest.jobs) {
     if (!job_in_shard(job.id, options.shard)) continue;
     WorkItem w;
@@ -590,7 +597,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
     w.record.out_path = job.out_path;
     remove_stale_temporaries(job.out_path);
     try {
-      w.fingerprint = job_fingerprint(job, options);
+      w.fingerprint = job_fingerprint(job, options, &checksums);
     } catch (const std::exception& e) {
       w.failed = true;
       fail(w.record, e);
