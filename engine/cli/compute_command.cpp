@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend_choice.h"
 #include "command_registry.h"
 #include "protondose/compare/png.h"
 #include "protondose/compare/render.h"
@@ -88,17 +89,6 @@ std::vector<std::string> write_dose_figures(const std::string& folder, const pro
   return written;
 }
 
-pe::Backend choose_backend(const std::string& requested) {
-  if (!requested.empty()) return pe::parse_backend(requested);
-  std::string why;
-  if (pe::gpu_backend_usable(&why)) {
-    spdlog::info("backend: gpu (a CUDA device is usable; --backend cpu to override)");
-    return pe::Backend::kGpu;
-  }
-  spdlog::info("backend: cpu (no usable GPU: {})", why);
-  return pe::Backend::kCpu;
-}
-
 std::string beam_dose_path(const std::string& out, int beam_number) {
   const std::filesystem::path p(out);
   return (p.parent_path() / (p.stem().string() + "_beam" + std::to_string(beam_number) + p.extension().string()))
@@ -110,7 +100,7 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   // With --json, stdout carries only the summary: the log goes to stderr.
   if (a.json) spdlog::set_default_logger(spdlog::stderr_color_mt("protondose-compute"));
   // Options first: a bad command line fails before any file is read.
-  const pe::Backend backend = choose_backend(a.backend);
+  const pe::Backend backend = protondose::cli::choose_backend(a.backend);
   require_output_folder(a.out_path, "--out");
   require_output_folder(a.mhd_path, "--mhd");
   protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);

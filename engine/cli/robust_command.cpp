@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend_choice.h"
 #include "command_registry.h"
 #include "protondose/compare/dvh.h"
 #include "protondose/compare/png.h"
@@ -44,7 +45,7 @@ struct RobustArgs {
   std::string structures;
   std::string machine;
   std::string hu_curve;
-  std::string backend = "cpu";
+  std::string backend;  // empty: gpu when usable, else cpu (backend_choice.h)
   std::optional<double> grid_mm;
   double setup_mm = 3.0;
   double range_pct = 3.5;
@@ -60,7 +61,7 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   const std::vector<pe::RobustScenario> scenarios =
       a.scenarios_file.empty() ? pe::standard_scenarios(a.setup_mm, a.range_pct) : pe::load_scenarios_csv(a.scenarios_file);
   pe::DoseEngineOptions eo;
-  eo.backend = pe::parse_backend(a.backend);
+  eo.backend = protondose::cli::choose_backend(a.backend);
   eo.output_spacing_mm = a.grid_mm;
   eo.ray_pitch_mm = a.ray_pitch_mm;
   eo.depth_step_mm = a.depth_step_mm;
@@ -171,7 +172,7 @@ void add_robust(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_option("--structures", a->structures, "RT Structure Set: DVH band per structure");
   cmd->add_option("--machine", a->machine, "Beam model (default: the plan's TreatmentMachineName)");
   cmd->add_option("--hu-curve", a->hu_curve, "HU calibration CSV (default: shipped)");
-  cmd->add_option("--backend", a->backend, "cpu | gpu | gpu-gather")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "gpu | gpu-gather | cpu (default: gpu when usable, else cpu)");
   cmd->add_option("--grid", a->grid_mm, "Output dose grid spacing (mm); default: the CT grid");
   cmd->add_option("--setup-mm", a->setup_mm, "Setup shift along each patient axis (mm)")->capture_default_str();
   cmd->add_option("--range-pct", a->range_pct, "Range error (RSP scaled by 1 +- pct/100)")->capture_default_str();
