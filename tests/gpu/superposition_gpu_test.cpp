@@ -261,3 +261,33 @@ TEST(GpuTiledHostDispatch, EveryRadiusMatchesTheOracle) {
 
 }  // namespace
 }  // namespace protondose
+
+namespace protondose {
+namespace {
+
+TEST(GpuConvolutionValidation, DirectDesignsNeedOneSigmaAndAKernelThatFitsConstantMemory) {
+  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  const std::vector<float> image(2 * 16 * 16, 1.0f);
+  const std::vector<float> differing{1.0f, 2.0f}, wide{30.0f, 30.0f};  // r = 90 px > 63
+  std::vector<float> out(image.size());
+  UniformSigmaInput input{{2, 16, 16}, {image.data(), image.size()}, {differing.data(), 2}, {differing.data(), 2}};
+  try {
+    make_convolver(ConvolutionMethod::kGpuDirectConstant)->convolve(input, out.data());
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs one sigma for the whole stack; slice 1 differs"), std::string::npos)
+        << e.what();
+  }
+  input.sigma_x_px = {wide.data(), 2};
+  input.sigma_y_px = {wide.data(), 2};
+  try {
+    make_convolver(ConvolutionMethod::kGpuDirectSharedTile)->convolve(input, out.data());
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("supports radii up to 63 px; this stack needs 90"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace protondose
