@@ -74,6 +74,24 @@ inline void write_float_mhd(const std::string& mhd_path, const Volume<float>& v)
   d.write(reinterpret_cast<const char*>(v.data.data()), static_cast<std::streamsize>(v.data.size() * sizeof(float)));
 }
 
+/// Maximum and sum of the MC dose, and the sum of the engine's dose on the same
+/// grid (integral dose), printed with the engine's maximum for the log.
+struct DoseTotals {
+  double mc_max_gy = 0, mc_sum_gy = 0, engine_sum_gy = 0;
+};
+
+inline DoseTotals dose_totals(const Volume<float>& mc, const Volume<float>& engine, double engine_max_gy) {
+  DoseTotals t;
+  for (std::size_t i = 0; i < mc.data.size(); ++i) {
+    t.mc_max_gy = std::max(t.mc_max_gy, static_cast<double>(mc.data[i]));
+    t.mc_sum_gy += mc.data[i];
+    t.engine_sum_gy += engine.data[i];
+  }
+  std::printf("max dose: MC %.5f Gy, engine %.5f Gy (%+.2f %%); integral dose %+.2f %%\n", t.mc_max_gy, engine_max_gy,
+              100 * (engine_max_gy / t.mc_max_gy - 1), 100 * (t.engine_sum_gy / t.mc_sum_gy - 1));
+  return t;
+}
+
 struct DepthSample {
   double depth_mm;
   double dose_gy;
