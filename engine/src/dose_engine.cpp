@@ -9,6 +9,7 @@
 
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
+#include "protondose/gpu/device_superposition.h"
 #include "protondose/engine/bev_grid.h"
 #include "protondose/engine/geometry.h"
 #include "protondose/engine/ray_trace.h"
@@ -290,6 +291,21 @@ struct PlanContext {
   PatientPosition position = PatientPosition::kHfs;
 };
 
+/// Host bytes one superposition stack may take: max_stack_bytes, and on a GPU
+/// backend no more than fits in 80 % of the device's free memory now (checked
+/// up front, so a plan that does not fit is split into groups of layers rather
+/// than failing in the middle).
+std::size_t stack_budget(const DoseEngineOptions& options) {
+  if (options.backend == Backend::kCpu) return options.max_stack_bytes;
+  const std::size_t free_bytes = gpu_free_memory_bytes();
+  const std::size_t device_pixels = static_cast<std::size_t>(0.8 * static_cast<double>(free_bytes)) /
+                                    kGpuSuperpositionBytesPerPixel;
+  const std::size_t device_budget = device_pixels * kStackBytesPerPixel;
+  if (device_budget < options.max_stack_bytes)
+    spdlog::info("GPU: {} MB free; superposition stacks limited to {} M pixels", free_bytes >> 20, device_pixels >> 20);
+  return std::min(options.max_stack_bytes, std::max<std::size_t>(device_budget, kStackBytesPerPixel));
+}
+
 }  // namespace
 
 DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
@@ -298,6 +314,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
   result.backend = options_.backend;
   result.superposition_method = method_name(superposer_->method());
   result.quantity = options_.quantity;
+  const std::size_t stack_budget_bytes = stack_budget(options_);
   result.rbe_factor = options_.rbe_factor;
   result.fractions = plan.number_of_fractions;
   result.energy_balance_tolerance = options_.energy_balance_tolerance;
@@ -527,7 +544,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
         std::size_t bytes = 0;
         for (std::size_t li = 0; li < layers.size(); ++li) {
           const std::size_t layer_bytes = static_cast<std::size_t>(layers[li].slices) * plane * kStackBytesPerPixel;
-          if (bytes > 0 && bytes + layer_bytes > options_.max_stack_bytes) {
+          if (bytes > 0 && bytes + layer_bytes > stack_budget_bytes) {
             group_starts.push_back(li);
             bytes = 0;
           }
@@ -536,7 +553,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       }
       if (group_starts.size() > 1)
         spdlog::info("{}: the superposition stack exceeds {} MB; {} groups of layers", label,
-                     options_.max_stack_bytes >> 20, group_starts.size());
+                     stack_budget_bytes >> 20, group_starts.size());
       bev_dose.assign(grid.pixel_count(), 0.0f);
       beam_dose = Volume<float>(og, 0.0f);
       expected_mev = 0;

@@ -45,6 +45,13 @@ GpuDeviceInfo gpu_device_info(int index) {
   return info;
 }
 
+std::size_t gpu_free_memory_bytes() {
+  if (gpu_device_count() == 0) throw UnavailableError("gpu_free_memory_bytes: no CUDA device is present");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  PD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 struct DeviceSuperposer::Impl {
   SuperpositionMethod method;
   SuperpositionOptions options;

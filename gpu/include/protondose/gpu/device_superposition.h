@@ -32,6 +32,14 @@ struct GpuDeviceInfo {
 /// Properties of device `index`; UnavailableError if there is no such device.
 GpuDeviceInfo gpu_device_info(int index = 0);
 
+/// Free memory of the current CUDA device now (bytes), for sizing work up
+/// front; UnavailableError without CUDA or device.
+std::size_t gpu_free_memory_bytes();
+
+/// Device bytes the GPU superposition needs per stack pixel: image, σx, σy and
+/// output floats, plus the deterministic mode's 64-bit accumulator.
+inline constexpr std::size_t kGpuSuperpositionBytesPerPixel = 4 * sizeof(float) + sizeof(unsigned long long);
+
 /// Runs one GPU superposition method on device arrays. Holds its scratch
 /// memory and stream between calls (grow-only), so repeated calls allocate
 /// nothing. Not thread-safe: one instance per host thread.
