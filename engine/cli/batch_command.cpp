@@ -154,12 +154,7 @@ void run_batch_command(const BatchArgs& a, protondose::cli::CliContext& ctx) {
   const protondose::compare::GammaOptions gamma = parse_gamma(a.gamma);
   if (!a.gpus.empty()) {
     const std::vector<int> devices = pe::parse_gpu_list(a.gpus, protondose::gpu_device_count());
-    // The gpu module has no per-thread device selection yet: every engine runs on
-    // the current device. Several devices would silently share one; refuse.
-    if (devices.size() > 1 || devices.front() != 0)
-      throw protondose::UnavailableError("--gpus '" + a.gpus + "': binding workers to device(s) other than 0 is not "
-                                         "supported yet; run one process per GPU (CUDA_VISIBLE_DEVICES=N) "
-                                         "with --shard");
+    o.gpu_devices = devices;  // worker w on devices[w mod n]: every listed GPU gets workers
     if (a.workers_per_gpu < 1) throw protondose::ConfigError("--workers-per-gpu must be >= 1");
     o.workers = static_cast<int>(devices.size()) * a.workers_per_gpu;
     o.default_backend = a.backend.empty() ? "gpu" : a.backend;

@@ -729,6 +729,9 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
               o.ray_pitch_mm = options.ray_pitch_mm;
               o.depth_step_mm = options.depth_step_mm;
               o.threads = threads;
+              o.gpu_device = options.gpu_devices.empty()
+                                 ? 0
+                                 : options.gpu_devices[static_cast<std::size_t>(wi) % options.gpu_devices.size()];
               o.require_machine_name_match = job.machine.empty();
               // A worker keeps a handful of engines warm; more configurations start over.
               if (engines.size() >= 8) engines.clear();

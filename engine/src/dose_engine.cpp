@@ -213,6 +213,7 @@ void DoseEngineOptions::validate() const {
     throw ConfigError(m.str());
   };
   if (!(ray_pitch_mm > 0) || !std::isfinite(ray_pitch_mm)) bad("ray_pitch_mm", ray_pitch_mm, "(0, inf) mm");
+  if (gpu_device < 0) bad("gpu_device", gpu_device, "[0, number of CUDA devices)");
   if (!(depth_step_mm > 0) || !std::isfinite(depth_step_mm)) bad("depth_step_mm", depth_step_mm, "(0, inf) mm");
   if (!(cutoff_sigmas > 0) || !(cutoff_sigmas <= 10)) bad("cutoff_sigmas", cutoff_sigmas, "(0, 10]");
   if (!(range_cutoff_factor >= 1) || !(range_cutoff_factor <= 2))
@@ -267,6 +268,7 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   SuperpositionOptions so;
   so.cutoff_sigmas = options_.cutoff_sigmas;
   so.cpu_threads = options_.threads;
+  so.gpu_device = options_.gpu_device;
   superposer_ = make_superposer(superposition_method(options_.backend), so);
 }
 
@@ -297,7 +299,7 @@ struct PlanContext {
 /// than failing in the middle).
 std::size_t stack_budget(const DoseEngineOptions& options) {
   if (options.backend == Backend::kCpu) return options.max_stack_bytes;
-  const std::size_t free_bytes = gpu_free_memory_bytes();
+  const std::size_t free_bytes = gpu_free_memory_bytes(options.gpu_device);
   const std::size_t device_pixels = static_cast<std::size_t>(0.8 * static_cast<double>(free_bytes)) /
                                     kGpuSuperpositionBytesPerPixel;
   const std::size_t device_budget = device_pixels * kStackBytesPerPixel;

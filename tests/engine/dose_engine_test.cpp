@@ -270,6 +270,17 @@ TEST(DoseEngineOptions, RejectsAZeroStackBudget) {
   }
 }
 
+TEST(DoseEngineOptions, RejectsANegativeGpuDevice) {
+  pe::DoseEngineOptions o;
+  o.gpu_device = -1;
+  try {
+    o.validate();
+    FAIL() << "expected ConfigError";
+  } catch (const protondose::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu_device = -1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DoseEngineOptions, ParsesBackendNamesAndRejectsOthers) {
   EXPECT_EQ(pe::parse_backend("gpu-gather"), pe::Backend::kGpuGather);
   EXPECT_STREQ(pe::backend_name(pe::Backend::kCpu), "cpu");

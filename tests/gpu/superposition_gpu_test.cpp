@@ -291,3 +291,32 @@ TEST(GpuConvolutionValidation, DirectDesignsNeedOneSigmaAndAKernelThatFitsConsta
 
 }  // namespace
 }  // namespace protondose
+
+namespace protondose {
+namespace {
+
+TEST(GpuDeviceSelection, ADeviceIndexWithNoDeviceIsAnUnavailableErrorNamingIt) {
+  const int count = gpu_device_count();
+  if (count == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  SuperpositionOptions options;
+  options.gpu_device = count;  // one past the last device
+  try {
+    make_superposer(SuperpositionMethod::kGpuScatterTiled, options);
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA device " + std::to_string(count) + " does not exist"),
+              std::string::npos)
+        << e.what();
+  }
+  // The last device exists and computes the same as the oracle.
+  options.gpu_device = count - 1;
+  const testing::Stack st = testing::random_stack("last device", 4000u, 1, 40, 50, 6, true);
+  std::vector<float> gpu(st.shape.pixel_count());
+  make_superposer(SuperpositionMethod::kGpuScatterTiled, options)->superpose(st.input(), gpu.data());
+  const testing::Difference d = testing::compare(gpu, superpose_cpu_reference(st.input()));
+  ASSERT_GT(d.reference_max, 0.0);
+  EXPECT_LE(d.relative(), kTolerance);
+}
+
+}  // namespace
+}  // namespace protondose

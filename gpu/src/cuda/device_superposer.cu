@@ -45,8 +45,22 @@ GpuDeviceInfo gpu_device_info(int index) {
   return info;
 }
 
-std::size_t gpu_free_memory_bytes() {
-  if (gpu_device_count() == 0) throw UnavailableError("gpu_free_memory_bytes: no CUDA device is present");
+namespace {
+
+/// Makes `index` the calling thread's current device; UnavailableError naming
+/// it when there is no such device.
+void use_device(int index, const std::string& what) {
+  const int count = gpu_device_count();
+  if (index < 0 || index >= count)
+    throw UnavailableError(what + ": CUDA device " + std::to_string(index) + " does not exist (" +
+                           std::to_string(count) + " device(s) present)");
+  PD_CUDA_CHECK(cudaSetDevice(index));
+}
+
+}  // namespace
+
+std::size_t gpu_free_memory_bytes(int index) {
+  use_device(index, "gpu_free_memory_bytes");
   std::size_t free_bytes = 0, total_bytes = 0;
   PD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   return free_bytes;
@@ -64,6 +78,7 @@ struct DeviceSuperposer::Impl {
   }
 
   void run(const SuperpositionInput& in, float* d_out) {
+    PD_CUDA_CHECK(cudaSetDevice(options.gpu_device));
     const StackShape& shape = in.shape;
     if (shape.slices <= 0 || shape.rows <= 0 || shape.cols <= 0)
       throw InputError("superposition: empty stack shape");
@@ -152,6 +167,7 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
                      " sigma is outside the accepted range (0, 10]");
   impl_->method = method;
   impl_->options = options;
+  use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
 }
 
@@ -189,6 +205,7 @@ class HostArraysGpuSuperposer final : public Superposer {
 
   void superpose(const SuperpositionInput& input, float* output) override {
     validate_superposition_input(input, options_);
+    PD_CUDA_CHECK(cudaSetDevice(options_.gpu_device));  // the buffers live on that device
     const std::size_t n = input.shape.pixel_count();
     buffer_.reserve(4 * n);
     float* d_image = buffer_.get();

@@ -185,6 +185,9 @@ struct BatchIo {
 struct BatchOptions {
   std::string default_backend = "cpu";  ///< for jobs that name none
   int workers = 1;                      ///< compute workers (≥ 1)
+  /// CUDA devices of the GPU workers: worker w runs on gpu_devices[w mod size]
+  /// (empty: device 0). Set from --gpus; each worker's engines stay on its device.
+  std::vector<int> gpu_devices;
   int threads_per_worker = 0;           ///< engine threads (0 = cores / workers)
   std::size_t ct_cache_bytes = std::size_t{4} << 30;
   double ray_pitch_mm = 1.0;            ///< engine BEV ray pitch for every job

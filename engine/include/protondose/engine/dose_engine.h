@@ -91,6 +91,7 @@ struct DoseEngineOptions {
   /// Largest accepted |deposited − expected| / expected of the energy balance.
   double energy_balance_tolerance = 0.02;
   int threads = 0;  ///< CPU worker threads (0 = default_thread_count())
+  int gpu_device = 0;  ///< GPU backends: the CUDA device index to run on (≥ 0)
 
   /// Throws ConfigError naming the option and value when one is out of range.
   void validate() const;

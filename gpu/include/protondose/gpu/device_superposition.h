@@ -32,9 +32,9 @@ struct GpuDeviceInfo {
 /// Properties of device `index`; UnavailableError if there is no such device.
 GpuDeviceInfo gpu_device_info(int index = 0);
 
-/// Free memory of the current CUDA device now (bytes), for sizing work up
-/// front; UnavailableError without CUDA or device.
-std::size_t gpu_free_memory_bytes();
+/// Free memory of CUDA device `index` now (bytes), for sizing work up front;
+/// UnavailableError without CUDA or without that device.
+std::size_t gpu_free_memory_bytes(int index = 0);
 
 /// Device bytes the GPU superposition needs per stack pixel: image, σx, σy and
 /// output floats, plus the deterministic mode's 64-bit accumulator.

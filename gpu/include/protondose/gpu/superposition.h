@@ -82,6 +82,10 @@ struct SuperpositionOptions {
   bool deterministic = false;
   int cpu_threads = 0;  ///< CPU reference: worker threads (0 = default_thread_count())
   TileDispatch tile_dispatch = TileDispatch::kFromHost;  ///< tiled scatter only
+  /// GPU methods: the CUDA device (index) to run on. Every call makes it the
+  /// calling thread's current device, so workers on different devices can
+  /// share a process. An index with no device is an UnavailableError.
+  int gpu_device = 0;
 };
 
 /// The implementations, named by what differs. All compute the same sum.
