@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <sstream>
 
+#include "beam_executor.h"
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
 #include "protondose/gpu/device_superposition.h"
@@ -19,6 +21,7 @@
 #include "protondose/physics/nuclear_halo.h"
 #include "protondose/physics/range_energy.h"
 #include "protondose/physics/range_shifter.h"
+#include "protondose/physics/scattering.h"
 
 namespace protondose::engine {
 namespace {
@@ -37,9 +40,13 @@ constexpr double kMinScatteringDensityGcm3 = 1e-6;
 /// material, where the lever arm is longer), used only to size the BEV
 /// grid's first attempt; a second attempt widens it when the σ-maps need more.
 constexpr double kMcsSigmaPerRangeEstimate = 0.05;
-/// Host bytes per pixel of a superposition stack: image, σx, σy, output, and
-/// the halo share and variance.
+/// Bytes per pixel of a superposition stack: image, σx, σy, output, and the
+/// halo share and variance; on the device also the deterministic mode's
+/// 64-bit accumulator.
 constexpr std::size_t kStackBytesPerPixel = 6 * sizeof(float);
+constexpr std::size_t kDeviceStackBytesPerPixel = kStackBytesPerPixel + sizeof(unsigned long long);
+/// Default stack budget of the CPU backend (host memory).
+constexpr std::size_t kDefaultHostStackBytes = std::size_t{2} << 30;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
 /// Target pitch (mm, isocentre plane) of the coarse grid of the nuclear halo:
@@ -65,15 +72,6 @@ struct LayerWork {
   std::size_t stack_offset = 0;  ///< first stack slice
   double spread_sigma_x_iso_mm = 0, spread_sigma_y_iso_mm = 0;
   std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< in-air σ at each slice centre
-
-  double energy_at_wepl(double wepl_after_shifter_mm) const {
-    const double u = wepl_after_shifter_mm / kEnergyTableStepMm;
-    if (u <= 0) return residual_energy_mev.front();
-    const std::size_t i = static_cast<std::size_t>(u);
-    if (i + 1 >= residual_energy_mev.size()) return residual_energy_mev.back();
-    const double f = u - static_cast<double>(i);
-    return residual_energy_mev[i] * (1 - f) + residual_energy_mev[i + 1] * f;
-  }
 };
 
 double sigma_in_air(const physics::BeamModel& m, const LayerWork& L, physics::Axis axis, double depth_mm,
@@ -83,79 +81,6 @@ double sigma_in_air(const physics::BeamModel& m, const LayerWork& L, physics::Ax
   if (policy == physics::SpotSizePolicy::kPlanSpotSizeAtIsocentre && !fwhm)
     policy = physics::SpotSizePolicy::kBeamModel;
   return m.spot_sigma_in_air_mm(L.nominal_energy_mev, axis, depth_mm, policy, fwhm);
-}
-
-/// The nuclear halo of a beam: the halo shares of the input pixels are summed
-/// into blocks of a coarse BEV grid (pitch ≈ kHaloPitchMm, padded by the widest
-/// halo kernel so nothing is clipped), superposed there with the halo σ, and
-/// the result is resampled onto the dose grid like the core dose.
-/// stack_depth_slice[s]: the BEV slice of stack slice s.
-void add_nuclear_halo(const BevGrid& grid, const BeamFrame& frame, const std::vector<int>& stack_depth_slice,
-                      const std::vector<float>& halo_image, const std::vector<float>& halo_variance_mm2,
-                      Superposer& superposer, double cutoff_sigmas, int threads, Volume<float>& beam_dose) {
-  const std::size_t stack_slices = stack_depth_slice.size();
-  const std::size_t plane = grid.rays();
-  double max_variance = 0;
-  for (std::size_t i = 0; i < halo_image.size(); ++i)
-    if (halo_image[i] > 0) max_variance = std::max(max_variance, static_cast<double>(halo_variance_mm2[i]));
-  if (max_variance <= 0) return;
-  const int f = std::max(1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)));
-  const double first_d = grid.depth_mm(0), last_d = grid.depth_mm(grid.slices - 1);
-  const double m_min = std::min({grid.magnification_x(first_d), grid.magnification_y(first_d),
-                                 grid.magnification_x(last_d), grid.magnification_y(last_d)});
-  const int pad = static_cast<int>(std::ceil(cutoff_sigmas * std::sqrt(max_variance) /
-                                             (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
-  BevGrid hg = grid;
-  hg.pitch_x_mm = f * grid.pitch_x_mm;
-  hg.pitch_y_mm = f * grid.pitch_y_mm;
-  hg.cols = (grid.cols + f - 1) / f + 2 * pad;
-  hg.rows = (grid.rows + f - 1) / f + 2 * pad;
-  hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
-  hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
-  const std::size_t hplane = hg.rays();
-  std::vector<float> image(stack_slices * hplane, 0.0f), sx(stack_slices * hplane, 0.0f), sy(stack_slices * hplane, 0.0f);
-  const double block = static_cast<double>(f) * f;
-  parallel_for_chunks(stack_slices, threads, [&](std::size_t b, std::size_t e, int) {
-    std::vector<double> sum(hplane), weighted_variance(hplane);
-    for (std::size_t st = b; st < e; ++st) {
-      std::fill(sum.begin(), sum.end(), 0.0);
-      std::fill(weighted_variance.begin(), weighted_variance.end(), 0.0);
-      const float* hi = halo_image.data() + st * plane;
-      const float* hv = halo_variance_mm2.data() + st * plane;
-      for (int r = 0; r < grid.rows; ++r)
-        for (int c = 0; c < grid.cols; ++c) {
-          const std::size_t p = static_cast<std::size_t>(r) * grid.cols + c;
-          if (hi[p] <= 0) continue;
-          const std::size_t q = static_cast<std::size_t>(r / f + pad) * hg.cols + static_cast<std::size_t>(c / f + pad);
-          sum[q] += hi[p];
-          weighted_variance[q] += static_cast<double>(hi[p]) * hv[p];
-        }
-      const double d = grid.depth_mm(stack_depth_slice[st]);
-      const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
-      for (std::size_t q = 0; q < hplane; ++q) {
-        if (sum[q] <= 0) continue;
-        // Block mean of the dose: the coarse pixel holds the same energy per area.
-        image[st * hplane + q] = static_cast<float>(sum[q] / block);
-        const double sigma_mm = std::sqrt(weighted_variance[q] / sum[q]);
-        sx[st * hplane + q] = static_cast<float>(sigma_mm / px);
-        sy[st * hplane + q] = static_cast<float>(sigma_mm / py);
-      }
-    }
-  });
-  std::vector<float> out(stack_slices * hplane, 0.0f);
-  SuperpositionInput in;
-  in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
-  in.image = {image.data(), image.size()};
-  in.sigma_x_px = {sx.data(), sx.size()};
-  in.sigma_y_px = {sy.data(), sy.size()};
-  superposer.superpose(in, out.data());
-  std::vector<float> halo_bev(hg.pixel_count(), 0.0f);
-  for (std::size_t st = 0; st < stack_slices; ++st) {
-    float* dst = halo_bev.data() + static_cast<std::size_t>(stack_depth_slice[st]) * hplane;
-    const float* src = out.data() + st * hplane;
-    for (std::size_t q = 0; q < hplane; ++q) dst[q] += src[q];
-  }
-  add_bev_to_patient(hg, frame, halo_bev, 1.0, beam_dose, threads);
 }
 
 std::string beam_label(const IonBeam& b) {
@@ -224,7 +149,7 @@ void DoseEngineOptions::validate() const {
   if (!(energy_balance_tolerance > 0) || !(energy_balance_tolerance < 1))
     bad("energy_balance_tolerance", energy_balance_tolerance, "(0, 1)");
   if (threads < 0) bad("threads", threads, "[0, inf)");
-  if (max_stack_bytes == 0) bad("max_stack_bytes", 0, "[1, inf) bytes");
+  if (max_stack_bytes && *max_stack_bytes == 0) bad("max_stack_bytes", 0, "[1, inf) bytes");
 }
 
 Grid3 output_grid(const Grid3& ct, std::optional<double> spacing_mm) {
@@ -269,7 +194,23 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   so.cutoff_sigmas = options_.cutoff_sigmas;
   so.cpu_threads = options_.threads;
   so.gpu_device = options_.gpu_device;
-  superposer_ = make_superposer(superposition_method(options_.backend), so);
+  const SuperpositionMethod method = superposition_method(options_.backend);
+  if (options_.backend == Backend::kCpu) {
+    superposer_ = make_superposer(method, so);
+    executor_ = make_cpu_beam_executor(*superposer_, options_.threads);
+    stack_pixel_budget_ = options_.max_stack_bytes.value_or(kDefaultHostStackBytes) / kStackBytesPerPixel;
+  } else {
+    executor_ = make_gpu_beam_executor(method, so);
+    // Sized once, before the engine holds any device memory, so every call
+    // groups the layers the same way.
+    const std::size_t free_bytes = gpu_free_memory_bytes(options_.gpu_device);
+    stack_pixel_budget_ = static_cast<std::size_t>(0.8 * static_cast<double>(free_bytes)) / kDeviceStackBytesPerPixel;
+    if (options_.max_stack_bytes)
+      stack_pixel_budget_ = std::min(stack_pixel_budget_, *options_.max_stack_bytes / kStackBytesPerPixel);
+    spdlog::debug("GPU {}: {} MB free; superposition stacks up to {} M pixels", options_.gpu_device, free_bytes >> 20,
+                  stack_pixel_budget_ >> 20);
+  }
+  stack_pixel_budget_ = std::max<std::size_t>(stack_pixel_budget_, 1);
 }
 
 DoseEngine::~DoseEngine() = default;
@@ -283,40 +224,114 @@ const physics::CumulativeDepthDose& DoseEngine::depth_dose(double e) const {
 
 namespace {
 
-/// State of one compute() call shared by its beams.
-struct PlanContext {
-  const CtImage* ct = nullptr;
-  Volume<float> rsp;
-  Volume<float> density;
-  Volume<float> out_rsp;      ///< on the output grid (for the energy balance)
-  Volume<float> out_density;
-  PatientPosition position = PatientPosition::kHfs;
-};
+std::atomic<std::uint64_t> next_prepared_ct_id{1};
 
-/// Host bytes one superposition stack may take: max_stack_bytes, and on a GPU
-/// backend no more than fits in 80 % of the device's free memory now (checked
-/// up front, so a plan that does not fit is split into groups of layers rather
-/// than failing in the middle).
-std::size_t stack_budget(const DoseEngineOptions& options) {
-  if (options.backend == Backend::kCpu) return options.max_stack_bytes;
-  const std::size_t free_bytes = gpu_free_memory_bytes(options.gpu_device);
-  const std::size_t device_pixels = static_cast<std::size_t>(0.8 * static_cast<double>(free_bytes)) /
-                                    kGpuSuperpositionBytesPerPixel;
-  const std::size_t device_budget = device_pixels * kStackBytesPerPixel;
-  if (device_budget < options.max_stack_bytes)
-    spdlog::info("GPU: {} MB free; superposition stacks limited to {} M pixels", free_bytes >> 20, device_pixels >> 20);
-  return std::min(options.max_stack_bytes, std::max<std::size_t>(device_budget, kStackBytesPerPixel));
+/// Affine map fitted exactly to an affine function by probing the origin and the unit vectors.
+template <class F>
+kernels::Affine3 affine_of(F f) {
+  kernels::Affine3 m{};
+  const Vec3 o = f(0.0, 0.0, 0.0);
+  const Vec3 e[3] = {f(1.0, 0.0, 0.0), f(0.0, 1.0, 0.0), f(0.0, 0.0, 1.0)};
+  for (int r = 0; r < 3; ++r) {
+    m.b[r] = o[r];
+    for (int c = 0; c < 3; ++c) m.a[r][c] = e[c][r] - o[r];
+  }
+  return m;
+}
+
+kernels::BevGeometry geometry_of(const BevGrid& g) {
+  kernels::BevGeometry k{};
+  k.inv_sad_x = std::isinf(g.sad_x_mm) ? 0.0 : 1.0 / g.sad_x_mm;
+  k.inv_sad_y = std::isinf(g.sad_y_mm) ? 0.0 : 1.0 / g.sad_y_mm;
+  k.x0_mm = g.x0_mm;
+  k.y0_mm = g.y0_mm;
+  k.pitch_x_mm = g.pitch_x_mm;
+  k.pitch_y_mm = g.pitch_y_mm;
+  k.depth0_mm = g.depth0_mm;
+  k.depth_step_mm = g.depth_step_mm;
+  k.cols = g.cols;
+  k.rows = g.rows;
+  k.slices = g.slices;
+  return k;
+}
+
+[[noreturn]] void throw_bad_dose(const Grid3& g, long long voxel, float value, const std::string& what) {
+  const std::size_t v = static_cast<std::size_t>(voxel);
+  const std::size_t nx = static_cast<std::size_t>(g.size[0]), ny = static_cast<std::size_t>(g.size[1]);
+  const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (nx * ny));
+  const Vec3 p = g.position_mm(i, j, k);
+  std::ostringstream m;
+  m << what << ": dose " << value << " Gy at voxel (" << i << ", " << j << ", " << k << "), patient (" << p[0] << ", "
+    << p[1] << ", " << p[2] << ") mm; every dose must be finite and >= 0";
+  throw NumericalError(m.str());
 }
 
 }  // namespace
 
+std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct) const {
+  const auto t0 = Clock::now();
+  ct.hu.grid.validate("CT");
+  if (ct.hu.data.size() != ct.hu.grid.voxel_count())
+    throw InputError("CT: number of HU values does not match the grid");
+  auto p = std::make_shared<PreparedCt>();
+  p->ct_grid = ct.hu.grid;
+  p->patient_position = ct.patient_position;
+  p->rsp = Volume<float>(ct.hu.grid, 0.0f);
+  p->density = Volume<float>(ct.hu.grid, 0.0f);
+  const physics::HuConversionReport report = hu_curve_.convert(ct.hu.data.data(), ct.hu.data.size(),
+                                                               options_.hu_policy, p->rsp.data.data(),
+                                                               p->density.data.data());
+  if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
+  const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
+  if (og == ct.hu.grid) {
+    p->out_rsp = p->rsp;
+    p->out_density = p->density;
+  } else {
+    p->out_rsp = Volume<float>(og, 0.0f);
+    p->out_density = Volume<float>(og, 0.0f);
+    for (int k = 0; k < og.size[2]; ++k)
+      for (int j = 0; j < og.size[1]; ++j)
+        for (int i = 0; i < og.size[0]; ++i) {
+          const Vec3 x = og.position_mm(i, j, k);
+          p->out_rsp.at(i, j, k) = sample_trilinear(p->rsp, x);
+          p->out_density.at(i, j, k) = sample_trilinear(p->density, x);
+        }
+  }
+  // 1/X of the scattering model's length (radiation length for the Highland
+  // forms, Gottschalk's scattering length for the differential Molière form),
+  // tabulated over the CT's density range: the scattering power is
+  // T = T(E)|_{ρ/X = 1} · ρ/X, and the kernels look X up in this table.
+  float max_density = 0;
+  for (float v : p->density.data) max_density = std::max(max_density, v);
+  const double step = p->density_step_g_cm3;
+  const int nodes = static_cast<int>(std::ceil(max_density / step)) + 2;
+  p->inverse_length_table.resize(static_cast<std::size_t>(nodes));
+  const bool moliere = options_.scattering_model == physics::ScatteringPowerModel::kDifferentialMoliere;
+  for (int i = 0; i < nodes; ++i) {
+    const double rho = std::max(i * step, kMinScatteringDensityGcm3);
+    p->inverse_length_table[static_cast<std::size_t>(i)] =
+        1.0 / (moliere ? physics::scattering_length_g_cm2(rho) : physics::radiation_length_g_cm2(rho));
+  }
+  p->id = next_prepared_ct_id.fetch_add(1);
+  p->conversion_s = seconds_since(t0);
+  return p;
+}
+
 DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
+  const std::shared_ptr<const PreparedCt> prepared = prepare(ct);
+  DoseResult r = compute(*prepared, plan);
+  r.timings.hu_conversion_s = prepared->conversion_s;
+  r.timings.total_s += prepared->conversion_s;
+  return r;
+}
+
+DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
+  std::lock_guard<std::mutex> lock(compute_mutex_);
   const auto t_start = Clock::now();
   DoseResult result;
   result.backend = options_.backend;
-  result.superposition_method = method_name(superposer_->method());
+  result.superposition_method = method_name(superposition_method(options_.backend));
   result.quantity = options_.quantity;
-  const std::size_t stack_budget_bytes = stack_budget(options_);
   result.rbe_factor = options_.rbe_factor;
   result.fractions = plan.number_of_fractions;
   result.energy_balance_tolerance = options_.energy_balance_tolerance;
@@ -326,43 +341,22 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     m << "plan '" << plan.label << "': NumberOfFractionsPlanned is " << plan.number_of_fractions << "; must be >= 1";
     throw InputError(m.str());
   }
-  ct.hu.grid.validate("CT");
-  if (ct.hu.data.size() != ct.hu.grid.voxel_count())
-    throw InputError("CT: number of HU values does not match the grid");
-
-  PlanContext pc;
-  pc.ct = &ct;
-  pc.position = parse_patient_position(ct.patient_position);
-  auto t0 = Clock::now();
-  pc.rsp = Volume<float>(ct.hu.grid, 0.0f);
-  pc.density = Volume<float>(ct.hu.grid, 0.0f);
-  const physics::HuConversionReport report = hu_curve_.convert(ct.hu.data.data(), ct.hu.data.size(),
-                                                               options_.hu_policy, pc.rsp.data.data(),
-                                                               pc.density.data.data());
-  if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
-  const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
-  if (og == ct.hu.grid) {
-    pc.out_rsp = pc.rsp;
-    pc.out_density = pc.density;
-  } else {
-    pc.out_rsp = Volume<float>(og, 0.0f);
-    pc.out_density = Volume<float>(og, 0.0f);
-    for (int k = 0; k < og.size[2]; ++k)
-      for (int j = 0; j < og.size[1]; ++j)
-        for (int i = 0; i < og.size[0]; ++i) {
-          const Vec3 p = og.position_mm(i, j, k);
-          pc.out_rsp.at(i, j, k) = sample_trilinear(pc.rsp, p);
-          pc.out_density.at(i, j, k) = sample_trilinear(pc.density, p);
-        }
-  }
-  result.timings.hu_conversion_s = seconds_since(t0);
-  result.dose_gy = Volume<float>(og, 0.0f);
-
+  const PatientPosition position = parse_patient_position(ct.patient_position);
+  const Grid3& og = ct.out_rsp.grid;
   const double voxel_cm3 = og.spacing_mm[0] * og.spacing_mm[1] * og.spacing_mm[2] / 1000.0;
   const bool to_water = options_.quantity == DoseQuantity::kDoseToWater;
-  const int threads = options_.threads;
+  BeamExecutor& exec = *executor_;
+  exec.set_patient(ct);
+  exec.begin_plan(og);
+  auto t0 = Clock::now();
+  const auto stage_done = [&](double& field) {
+    exec.synchronize();
+    field += seconds_since(t0);
+    t0 = Clock::now();
+  };
 
   for (const IonBeam& beam : plan.beams) {
+    t0 = Clock::now();
     const std::string label = beam_label(beam);
     BeamDose bd;
     bd.beam_number = beam.number;
@@ -370,7 +364,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     if (options_.require_machine_name_match && !beam.machine_name.empty() && beam.machine_name != machine_.name())
       throw InputError(label + ": TreatmentMachineName '" + beam.machine_name + "' does not match the beam model '" +
                        machine_.name() + "' (" + machine_.source() + ")");
-    const BeamFrame frame(beam.gantry_angle_deg, beam.couch_angle_deg, beam.isocenter_mm, pc.position);
+    const BeamFrame frame(beam.gantry_angle_deg, beam.couch_angle_deg, beam.isocenter_mm, position);
     const double sad_x = beam.vsad_x_mm.value_or(machine_.vsad_x_mm());
     const double sad_y = beam.vsad_y_mm.value_or(machine_.vsad_y_mm());
 
@@ -446,7 +440,7 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
 
     // The depth range of the CT along this beam, and a first lateral margin.
     double ct_begin_mm = 0, ct_end_mm = 0;
-    box_depth_range(ct.hu.grid, frame, ct_begin_mm, ct_end_mm);
+    box_depth_range(ct.ct_grid, frame, ct_begin_mm, ct_end_mm);
     double max_air_sigma_mm = 0;
     for (const LayerWork& L : layers)
       for (double d : {ct_begin_mm, 0.0, ct_end_mm})
@@ -456,9 +450,10 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
                                    (shifter_wet_mm > 0 ? 0.02 * (ct_end_mm - shifter_depth_mm) : 0.0);
     double margin_mm = options_.cutoff_sigmas * std::hypot(max_air_sigma_mm, mcs_estimate_mm) +
                        2 * options_.ray_pitch_mm;
+    const kernels::Affine3 beam_from_out_index =
+        affine_of([&](double i, double j, double k) { return frame.beam_from_patient(og.position_mm(i, j, k)); });
+    result.timings.beam_setup_s += seconds_since(t0);
 
-    std::vector<float> bev_dose;
-    Volume<float> beam_dose;
     BevGrid grid;
     std::size_t total_stack_slices = 0;
     double expected_mev = 0;
@@ -476,46 +471,32 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
       spec.depth_begin_mm = ct_begin_mm;
       spec.depth_end_mm = ct_end_mm;
       spec.depth_step_mm = options_.depth_step_mm;
-      const RayTrace full = trace_rays(make_bev_grid(spec), frame, pc.rsp, pc.density, threads);
-      // Crop: from where the first ray enters the CT (dose to water is reported
-      // in the air of the CT too, as the Monte Carlo references do) to where the
-      // last pencil passes its range cut-off.
-      int entry = std::numeric_limits<int>::max();
-      for (int e : full.entry_slice)
-        if (e >= 0) entry = std::min(entry, e);
-      if (entry == std::numeric_limits<int>::max())
+      const BevGrid full = make_bev_grid(spec);
+      full.validate("ray tracing");
+      const kernels::BevGeometry full_geometry = geometry_of(full);
+      const TraceSummary traced = exec.trace(
+          full_geometry, affine_of([&](double x, double y, double d) {
+            return ct.ct_grid.continuous_index(frame.patient_from_beam({x, y, d}));
+          }));
+      // Crop: from where the first ray meets material (dose to water is
+      // reported in the air of the CT too, as the Monte Carlo references do)
+      // to where the last pencil passes its range cut-off.
+      if (traced.entry_slice < 0)
         throw InputError(label + ": no ray of the beam's field meets the patient in the CT (density >= 0.05 g/cm3)");
-      int first = entry;
-      for (int k = 0; k < entry; ++k) {
-        const float* plane_rho = full.density_g_cm3.data() + static_cast<std::size_t>(k) * full.grid.rays();
-        if (std::any_of(plane_rho, plane_rho + full.grid.rays(), [](float v) { return v > 0.0f; })) {
-          first = k;
-          break;
-        }
+      const int first = traced.first_material_slice;
+      std::vector<double> cutoffs;
+      for (const LayerWork& L : layers) cutoffs.push_back(L.cutoff_wepl_mm);
+      const std::vector<int> needed = exec.slices_before_cutoffs(full_geometry, first, cutoffs);
+      int slices = 1;
+      for (std::size_t li = 0; li < layers.size(); ++li) {
+        layers[li].slices = std::max(needed[li], 1);
+        slices = std::max(slices, layers[li].slices);
       }
-      const BevGrid& fg = full.grid;
-      int last = first;
-      for (LayerWork& L : layers) {
-        int layer_last = first;
-        for (int r = 0; r < fg.rows; ++r)
-          for (int c = 0; c < fg.cols; ++c) {
-            int k = first;
-            while (k < fg.slices && full.wepl_near_mm(k, r, c) < L.cutoff_wepl_mm) ++k;
-            layer_last = std::max(layer_last, k - 1);
-          }
-        L.slices = layer_last - first + 1;
-        last = std::max(last, layer_last);
-      }
-      const RayTrace trace = crop_slices(full, first, last - first + 1);
-      grid = trace.grid;
-      result.timings.ray_tracing_s += seconds_since(t0);
+      grid = full;
+      grid.depth0_mm = full.depth_mm(first);
+      grid.slices = slices;
+      stage_done(result.timings.ray_tracing_s);
 
-      t0 = Clock::now();
-      // Radiation length of every sample, shared by the layers.
-      std::vector<float> x0_g_cm2(trace.density_g_cm3.size(), 0.0f);
-      for (std::size_t i = 0; i < x0_g_cm2.size(); ++i)
-        if (trace.density_g_cm3[i] > kMinScatteringDensityGcm3)
-          x0_g_cm2[i] = static_cast<float>(physics::radiation_length_g_cm2(trace.density_g_cm3[i]));
       for (LayerWork& L : layers) {
         L.air_sigma_x_mm.resize(static_cast<std::size_t>(L.slices));
         L.air_sigma_y_mm.resize(static_cast<std::size_t>(L.slices));
@@ -534,178 +515,141 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
         }
       }
       const std::size_t plane = grid.rays();
-      const double pixel_area_iso_mm2 = grid.pitch_x_mm * grid.pitch_y_mm;
+      const kernels::BevGeometry geometry = geometry_of(grid);
       const double grid_start_depth_mm = grid.depth_mm(0) - 0.5 * grid.depth_step_mm;
-      result.timings.layer_images_s += seconds_since(t0);
 
       // The layers' slices form one stack and one superposition per beam, unless
-      // the stack would exceed max_stack_bytes: then consecutive groups of layers
+      // the stack would exceed the budget: then consecutive groups of layers
       // (logged), each a superposition of its own.
       std::vector<std::size_t> group_starts{0};
       {
-        std::size_t bytes = 0;
+        std::size_t pixels = 0;
         for (std::size_t li = 0; li < layers.size(); ++li) {
-          const std::size_t layer_bytes = static_cast<std::size_t>(layers[li].slices) * plane * kStackBytesPerPixel;
-          if (bytes > 0 && bytes + layer_bytes > stack_budget_bytes) {
+          const std::size_t layer_pixels = static_cast<std::size_t>(layers[li].slices) * plane;
+          if (pixels > 0 && pixels + layer_pixels > stack_pixel_budget_) {
             group_starts.push_back(li);
-            bytes = 0;
+            pixels = 0;
           }
-          bytes += layer_bytes;
+          pixels += layer_pixels;
         }
       }
       if (group_starts.size() > 1)
-        spdlog::info("{}: the superposition stack exceeds {} MB; {} groups of layers", label,
-                     stack_budget_bytes >> 20, group_starts.size());
-      bev_dose.assign(grid.pixel_count(), 0.0f);
-      beam_dose = Volume<float>(og, 0.0f);
+        spdlog::info("{}: the superposition stack exceeds {} M pixels; {} groups of layers", label,
+                     stack_pixel_budget_ >> 20, group_starts.size());
+      exec.begin_bev(grid.pixel_count());
+      exec.begin_beam();
       expected_mev = 0;
       total_stack_slices = 0;
       bool widen = false;
+      result.timings.beam_setup_s += seconds_since(t0);
       for (std::size_t g = 0; g < group_starts.size() && !widen; ++g) {
+        t0 = Clock::now();
         const std::size_t group_begin = group_starts[g];
         const std::size_t group_end = g + 1 < group_starts.size() ? group_starts[g + 1] : layers.size();
-        t0 = Clock::now();
         std::size_t stack_slices = 0;
+        std::vector<HostLayerTables> tables(group_end - group_begin);
         for (std::size_t li = group_begin; li < group_end; ++li) {
-          layers[li].stack_offset = stack_slices;
-          stack_slices += static_cast<std::size_t>(layers[li].slices);
+          LayerWork& L = layers[li];
+          L.stack_offset = stack_slices;
+          stack_slices += static_cast<std::size_t>(L.slices);
+          HostLayerTables& t = tables[li - group_begin];
+          t.fluence = spread_spots_to_rays(grid, L.spots, L.spread_sigma_x_iso_mm, L.spread_sigma_y_iso_mm,
+                                           options_.cutoff_sigmas);
+          t.curve_depth_mm = &L.curve->depth_mm();
+          t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
+          t.curve_cidd = &L.curve->cidd_nodes_mev();
+          t.energy_mev = L.residual_energy_mev;
+          // Scattering power per unit ρ/X at each node's energy (Fermi–Rossi /
+          // Highland or Gottschalk's differential forms, physics/scattering.h);
+          // past the end of range the energy is held at kMinScatteringEnergyMev,
+          // where the kernels stop advancing the moments anyway.
+          t.scattering_factor.resize(t.energy_mev.size());
+          for (std::size_t i = 0; i < t.energy_mev.size(); ++i)
+            t.scattering_factor[i] = physics::scattering_power_rad2_per_mm(
+                std::max(t.energy_mev[i], kMinScatteringEnergyMev), 1.0, 1.0, L.scattering, 1.0);
+          kernels::LayerTables& sc = t.scalars;
+          if (L.halo) {
+            sc.halo_max_wepl_mm = 0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm();
+            t.halo_weight.resize(t.energy_mev.size());
+            t.halo_sigma_mm.resize(t.energy_mev.size());
+            for (std::size_t i = 0; i < t.energy_mev.size(); ++i) {
+              const double w = std::min(static_cast<double>(i) * kEnergyTableStepMm, sc.halo_max_wepl_mm);
+              t.halo_weight[i] = L.halo->weight_fraction(w);
+              t.halo_sigma_mm[i] = L.halo->sigma_mm(w);
+            }
+          }
+          t.air_sigma_x_mm = L.air_sigma_x_mm;
+          t.air_sigma_y_mm = L.air_sigma_y_mm;
+          sc.inv_wepl_step_mm = 1.0 / kEnergyTableStepMm;
+          sc.spread_sigma_x_iso_mm = L.spread_sigma_x_iso_mm;
+          sc.spread_sigma_y_iso_mm = L.spread_sigma_y_iso_mm;
+          sc.shifter_wet_mm = L.shifter_wet_mm;
+          sc.cutoff_wepl_mm = L.cutoff_wepl_mm;
+          if (shifter_wet_mm > 0) {
+            // The shifters as one PMMA slab of their summed WET (DICOM states no
+            // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
+            // to each depth along the ray.
+            physics::RangeShifter rs;
+            rs.id = "range shifter of " + label;
+            rs.water_equivalent_thickness_mm = shifter_wet_mm;
+            rs.material = physics::pmma_range_shifter_material();
+            const physics::FermiEygesMoments m = physics::range_shifter_exit_moments(
+                rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
+            sc.has_shifter = true;
+            sc.shifter_a0_rad2 = m.a0_rad2;
+            sc.shifter_a1_rad_mm = m.a1_rad_mm;
+            sc.shifter_a2_mm2 = m.a2_mm2;
+            sc.shifter_drift_depth_mm = grid_start_depth_mm - shifter_depth_mm;
+          }
+          sc.slices = L.slices;
+          sc.stack_offset = L.stack_offset;
         }
         total_stack_slices += stack_slices;
-        std::vector<float> image(stack_slices * plane, 0.0f), sigma_x(stack_slices * plane, 0.0f),
-            sigma_y(stack_slices * plane, 0.0f);
-        // The halo share of each input pixel (Gy) and its kernel variance (mm²), on the fine grid.
-        std::vector<float> halo_image, halo_variance_mm2;
-        if (options_.nuclear_halo) {
-          halo_image.assign(stack_slices * plane, 0.0f);
-          halo_variance_mm2.assign(stack_slices * plane, 0.0f);
-        }
-        std::vector<double> row_energy(static_cast<std::size_t>(grid.rows), 0.0);
-        std::vector<int> row_overshoot_px(static_cast<std::size_t>(grid.rows), 0);
-          for (std::size_t li = group_begin; li < group_end; ++li) {
-            const LayerWork& L = layers[li];
-            const std::vector<double> fluence =
-                spread_spots_to_rays(grid, L.spots, L.spread_sigma_x_iso_mm, L.spread_sigma_y_iso_mm, options_.cutoff_sigmas);
-            const double wet = L.shifter_wet_mm;
-            physics::FermiEygesMoments shifter_moments;
-            if (wet > 0) {
-              // The shifters as one PMMA slab of their summed WET (DICOM states no
-              // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
-              // to each depth along the ray.
-              physics::RangeShifter rs;
-              rs.id = "range shifter of " + label;
-              rs.water_equivalent_thickness_mm = wet;
-              rs.material = physics::pmma_range_shifter_material();
-              shifter_moments = physics::range_shifter_exit_moments(
-                  rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
-            }
-            parallel_for_chunks(static_cast<std::size_t>(grid.rows), threads, [&](std::size_t b, std::size_t e, int) {
-              for (std::size_t rr = b; rr < e; ++rr) {
-                const int r = static_cast<int>(rr);
-                double energy = 0;
-                int overshoot = 0;
-                for (int c = 0; c < grid.cols; ++c) {
-                  const std::size_t ray = rr * static_cast<std::size_t>(grid.cols) + static_cast<std::size_t>(c);
-                  const double f = fluence[ray];
-                  if (f <= 0) continue;
-                  const double step_mm = trace.step_mm[ray];
-                  physics::FermiEygesMoments m;
-                  if (shifter_wet_mm > 0)
-                    m = physics::drift(shifter_moments, (grid_start_depth_mm - shifter_depth_mm) * step_mm / grid.depth_step_mm);
-                  for (int k = 0; k < L.slices; ++k) {
-                    const std::size_t idx = grid.index(k, r, c);
-                    const double w_near = trace.wepl_near_mm(k, r, c);
-                    if (w_near >= L.cutoff_wepl_mm) break;
-                    const double w_far = trace.wepl_far_mm[idx];
-                    const double d_mev = L.curve->cidd_mev(std::min(w_far, L.cutoff_wepl_mm) + wet) -
-                                         L.curve->cidd_mev(w_near + wet);
-                    const double d = grid.depth_mm(k);
-                    const double mx = grid.magnification_x(d), my = grid.magnification_y(d);
-                    const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
-                    const double rho = trace.density_g_cm3[idx];
-                    const double mass_g = to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step_mm / 10.0 * area_cm2;
-                    // Fermi–Eyges moments to the far face of the slice; the variance at
-                    // the slice centre is the mean of near and far (exact to O(Δs²·T)).
-                    const double e_mid = L.energy_at_wepl(0.5 * (w_near + w_far));
-                    const bool scatters = rho > kMinScatteringDensityGcm3 && e_mid > kMinScatteringEnergyMev;
-                    const double a2_near = m.a2_mm2;
-                    m = scatters ? physics::advance(m, step_mm, rho, x0_g_cm2[idx], e_mid, L.scattering)
-                                 : physics::drift(m, step_mm);
-                    const double a2_centre = 0.5 * (a2_near + m.a2_mm2);
-                    if (d_mev <= 0 || mass_g <= 0) continue;
-                    energy += f * d_mev;
-                    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
-                    const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
-                    const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
-                    if (L.halo) {
-                      // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
-                      // fraction W of this step's energy spreads with the halo σ (total
-                      // width; the spread fluence already carries σ_spread).
-                      const double w_halo = std::min(0.5 * (w_near + w_far),
-                                                     0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm());
-                      const double weight = L.halo->weight_fraction(w_halo);
-                      const double sh = L.halo->sigma_mm(w_halo);
-                      halo_image[sidx] = static_cast<float>(weight * pixel_gy);
-                      halo_variance_mm2[sidx] = static_cast<float>(std::max(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
-                      image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
-                    } else {
-                      image[sidx] = static_cast<float>(pixel_gy);
-                    }
-                    const double vx = L.air_sigma_x_mm[static_cast<std::size_t>(k)] * L.air_sigma_x_mm[static_cast<std::size_t>(k)] -
-                                      sxm * sxm + a2_centre;
-                    const double vy = L.air_sigma_y_mm[static_cast<std::size_t>(k)] * L.air_sigma_y_mm[static_cast<std::size_t>(k)] -
-                                      sym * sym + a2_centre;
-                    const float spx = static_cast<float>(std::sqrt(std::max(vx, 0.0)) / (grid.pitch_x_mm * mx));
-                    const float spy = static_cast<float>(std::sqrt(std::max(vy, 0.0)) / (grid.pitch_y_mm * my));
-                    sigma_x[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spx;
-                    sigma_y[(L.stack_offset + static_cast<std::size_t>(k)) * plane + ray] = spy;
-                    const int rx = kernel_radius_px(spx, static_cast<float>(options_.cutoff_sigmas));
-                    const int ry = kernel_radius_px(spy, static_cast<float>(options_.cutoff_sigmas));
-                    overshoot = std::max({overshoot, rx - c, c + rx - (grid.cols - 1), ry - r, r + ry - (grid.rows - 1)});
-                  }
-                }
-                row_energy[rr] += energy;
-                row_overshoot_px[rr] = std::max(row_overshoot_px[rr], overshoot);
-              }
-            });
-          }
-        result.timings.layer_images_s += seconds_since(t0);
-        const int overshoot_px = *std::max_element(row_overshoot_px.begin(), row_overshoot_px.end());
-        if (overshoot_px > 0 && attempt == 0) {
+        result.timings.beam_setup_s += seconds_since(t0);
+        t0 = Clock::now();
+
+        kernels::LayerStackArgs args{};
+        args.grid = geometry;
+        args.trace_first_slice = first;
+        args.dose_to_water = to_water;
+        args.cutoff_sigmas = static_cast<float>(options_.cutoff_sigmas);
+        const LayerImagesSummary images = exec.layer_images(args, stack_slices, tables, options_.nuclear_halo);
+        stage_done(result.timings.layer_images_s);
+        if (images.overshoot_px > 0 && attempt == 0) {
           // A kernel reaches past the grid edge: widen and redo rather than clip.
           const double m_max = std::max(grid.magnification_x(grid.depth_mm(grid.slices - 1)), 1.0);
-          margin_mm += (overshoot_px + 2) * options_.ray_pitch_mm * m_max;
+          margin_mm += (images.overshoot_px + 2) * options_.ray_pitch_mm * m_max;
           spdlog::info("{}: kernels reach {} px past the BEV grid; widening the margin to {:.1f} mm", label,
-                       overshoot_px, margin_mm);
+                       images.overshoot_px, margin_mm);
           widen = true;
           break;
         }
-        for (double v : row_energy) expected_mev += v;
+        expected_mev += images.energy_mev;
 
         // The superposition of the group's whole stack.
-        t0 = Clock::now();
-        std::vector<float> stack_out(stack_slices * plane, 0.0f);
-        SuperpositionInput in;
-        in.shape = {static_cast<int>(stack_slices), grid.rows, grid.cols};
-        in.image = {image.data(), image.size()};
-        in.sigma_x_px = {sigma_x.data(), sigma_x.size()};
-        in.sigma_y_px = {sigma_y.data(), sigma_y.size()};
-        superposer_->superpose(in, stack_out.data());
-        for (std::size_t li = group_begin; li < group_end; ++li)
-          for (int k = 0; k < layers[li].slices; ++k) {
-            const float* src = stack_out.data() + (layers[li].stack_offset + static_cast<std::size_t>(k)) * plane;
-            float* dst = bev_dose.data() + static_cast<std::size_t>(k) * plane;
-            for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
-          }
-        result.timings.superposition_s += seconds_since(t0);
-        if (options_.nuclear_halo) {
-          t0 = Clock::now();
-          std::vector<int> stack_depth_slice(stack_slices);
-          for (std::size_t li = group_begin; li < group_end; ++li)
-            for (int k = 0; k < layers[li].slices; ++k)
-              stack_depth_slice[layers[li].stack_offset + static_cast<std::size_t>(k)] = k;
-          add_nuclear_halo(grid, frame, stack_depth_slice, halo_image, halo_variance_mm2, *superposer_,
-                           options_.cutoff_sigmas, threads, beam_dose);
-          result.timings.nuclear_halo_s += seconds_since(t0);
+        exec.superpose_stack(geometry, stack_slices, tables);
+        stage_done(result.timings.superposition_s);
+        if (options_.nuclear_halo && images.max_halo_variance_mm2 > 0) {
+          // The nuclear halo of a beam: the halo shares of the input pixels are
+          // summed into blocks of a coarse BEV grid (pitch ≈ kHaloPitchMm,
+          // padded by the widest halo kernel so nothing is clipped), superposed
+          // there with the halo σ, and resampled onto the dose grid like the core dose.
+          const int f = std::max(1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)));
+          const double first_d = grid.depth_mm(0), last_d = grid.depth_mm(grid.slices - 1);
+          const double m_min = std::min({grid.magnification_x(first_d), grid.magnification_y(first_d),
+                                         grid.magnification_x(last_d), grid.magnification_y(last_d)});
+          const int pad = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
+                                                     (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
+          BevGrid hg = grid;
+          hg.pitch_x_mm = f * grid.pitch_x_mm;
+          hg.pitch_y_mm = f * grid.pitch_y_mm;
+          hg.cols = (grid.cols + f - 1) / f + 2 * pad;
+          hg.rows = (grid.rows + f - 1) / f + 2 * pad;
+          hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
+          hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
+          const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows};
+          exec.halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
+          stage_done(result.timings.nuclear_halo_s);
         }
       }
       if (widen) continue;
@@ -716,17 +660,12 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
     bd.bev_size = {grid.cols, grid.rows, grid.slices};
 
     t0 = Clock::now();
-    add_bev_to_patient(grid, frame, bev_dose, 1.0, beam_dose, threads);
-    result.timings.resampling_s += seconds_since(t0);
+    exec.resample(geometry_of(grid), beam_from_out_index);
+    stage_done(result.timings.resampling_s);
 
-    t0 = Clock::now();
-    check_dose_values(beam_dose, label);
-    double deposited = 0;
-    for (std::size_t i = 0; i < beam_dose.data.size(); ++i) {
-      const double mass_g_per_cm3 = to_water ? pc.out_rsp.data[i] : pc.out_density.data[i];
-      deposited += static_cast<double>(beam_dose.data[i]) * mass_g_per_cm3;
-    }
-    bd.energy.deposited_mev = deposited * voxel_cm3 / kGyPerMevPerGram;
+    const BeamDoseCheck check = exec.finish_beam(to_water);
+    if (check.first_bad_voxel >= 0) throw_bad_dose(og, check.first_bad_voxel, check.bad_value, label);
+    bd.energy.deposited_mev = check.dose_times_density * voxel_cm3 / kGyPerMevPerGram;
     spdlog::info("{}: {} layers, {} spots, BEV {}x{}x{} ({} stack slices); energy carried {:.4g} MeV, in the "
                  "patient {:.4g} MeV, deposited on the dose grid {:.4g} MeV ({:+.2f} %)",
                  label, bd.layers, bd.spots, grid.cols, grid.rows, grid.slices, total_stack_slices,
@@ -739,23 +678,27 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
         << " %; tolerance +/- " << 100 * options_.energy_balance_tolerance << " %)";
       throw NumericalError(m.str());
     }
-    for (std::size_t i = 0; i < beam_dose.data.size(); ++i) result.dose_gy.data[i] += beam_dose.data[i];
     result.energy.carried_mev += bd.energy.carried_mev;
     result.energy.expected_mev += bd.energy.expected_mev;
     result.energy.deposited_mev += bd.energy.deposited_mev;
     result.spots += bd.spots;
+    stage_done(result.timings.checks_s);
     if (options_.keep_per_beam) {
+      bd.dose_gy = exec.beam_dose();
       if (options_.rbe_factor)
-        for (float& v : beam_dose.data) v = static_cast<float>(v * *options_.rbe_factor);
-      bd.dose_gy = std::move(beam_dose);
+        for (float& v : bd.dose_gy.data) v = static_cast<float>(v * *options_.rbe_factor);
+      stage_done(result.timings.download_s);
     }
-    result.timings.checks_s += seconds_since(t0);
     result.beams.push_back(std::move(bd));
   }
 
   if (result.spots == 0)
     throw InputError("plan '" + plan.label + "': no beam has a spot with positive meterset that reaches the patient");
+  exec.synchronize();
+  result.timings.dose_ready_s = seconds_since(t_start);
   t0 = Clock::now();
+  result.dose_gy = exec.plan_dose();
+  stage_done(result.timings.download_s);
   if (options_.rbe_factor)
     for (float& v : result.dose_gy.data) v = static_cast<float>(v * *options_.rbe_factor);
   check_dose_values(result.dose_gy, "plan '" + plan.label + "'");

@@ -5,8 +5,8 @@
 
 #include "../bench_hooks.h"
 #include "convolution_kernels.cuh"
-#include "cuda_check.cuh"
-#include "device_buffer.cuh"
+#include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/core/error.h"
 #include "superposition_kernels.cuh"
 

@@ -11,8 +11,8 @@
 
 #include "../backends.h"
 #include "convolution_kernels.cuh"
-#include "cuda_check.cuh"
-#include "device_buffer.cuh"
+#include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
 #include "protondose/gpu/gaussian_kernel.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "device_buffer.cuh"
+#include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/gpu/separable_convolution.h"
 
 namespace protondose::cuda {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "../backends.h"
-#include "cuda_check.cuh"
-#include "device_buffer.cuh"
+#include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
 #include "superposition_kernels.cuh"

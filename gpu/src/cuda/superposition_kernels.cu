@@ -6,7 +6,7 @@
 #include <climits>
 #include <cmath>
 
-#include "cuda_check.cuh"
+#include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "superposition_kernels.cuh"
 

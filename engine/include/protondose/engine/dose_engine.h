@@ -11,6 +11,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,8 @@
 #include "protondose/physics/scattering.h"
 
 namespace protondose::engine {
+
+class BeamExecutor;
 
 /// Where the kernel superposition runs.
 enum class Backend {
@@ -83,11 +86,13 @@ struct DoseEngineOptions {
   /// A beam whose TreatmentMachineName differs from the beam model's name is an
   /// InputError unless this is false.
   bool require_machine_name_match = true;
-  /// Host memory (bytes) one superposition stack may take (image, σ-maps,
-  /// output, halo shares: 24 bytes per pixel). A beam whose layers need more is
+  /// Memory (bytes) one superposition stack may take at 24 bytes per pixel
+  /// (image, σ-maps, output, halo shares). A beam whose layers need more is
   /// superposed in consecutive groups of layers (logged); a single layer is
-  /// never split.
-  std::size_t max_stack_bytes = std::size_t{2} << 30;
+  /// never split. Unset: 2 GiB of host memory on the CPU backend; on GPU
+  /// backends what fits in 80 % of the device memory free when the engine was
+  /// created (32 bytes per pixel there, the deterministic accumulator included).
+  std::optional<std::size_t> max_stack_bytes;
   /// Largest accepted |deposited − expected| / expected of the energy balance.
   double energy_balance_tolerance = 0.02;
   int threads = 0;  ///< CPU worker threads (0 = default_thread_count())
@@ -99,14 +104,37 @@ struct DoseEngineOptions {
 
 /// Wall-clock seconds by stage, summed over beams.
 struct StageTimings {
-  double hu_conversion_s = 0;
+  double hu_conversion_s = 0;   ///< HU → RSP/density (prepare()); 0 for a prepared CT
+  double beam_setup_s = 0;      ///< host: layers, grid, spot fluence, per-layer tables
   double ray_tracing_s = 0;
-  double layer_images_s = 0;    ///< fluence, input images and σ-maps
+  double layer_images_s = 0;    ///< input images and σ-maps
   double superposition_s = 0;
   double nuclear_halo_s = 0;    ///< halo: coarse images, its superposition and resampling
   double resampling_s = 0;
   double checks_s = 0;
+  double download_s = 0;        ///< GPU backends: the dose volume(s) copied to host memory
+  /// From the start of compute() on a prepared CT to the plan dose complete
+  /// in the executor's memory (device memory on GPU backends): the engine's
+  /// time without the CT conversion, the copy back and the final host check.
+  double dose_ready_s = 0;
   double total_s = 0;
+};
+
+/// A CT converted for one engine: RSP and mass density on the CT grid and on
+/// the output grid, and the scattering-length table of its density range.
+/// Reusable across compute() calls of the engine that prepared it; on a GPU
+/// backend the engine keeps the volumes of the CT it used last on the device,
+/// so a run of plans (scenarios, batch jobs) on one prepared CT uploads it once.
+struct PreparedCt {
+  Grid3 ct_grid;
+  std::string patient_position;
+  Volume<float> rsp, density;          ///< CT grid
+  Volume<float> out_rsp, out_density;  ///< output grid (the energy balance)
+  /// 1/X(ρ) (cm²/g) of the scattering model's length X on ρ = i·density_step_g_cm3.
+  std::vector<double> inverse_length_table;
+  double density_step_g_cm3 = 1e-3;
+  std::uint64_t id = 0;  ///< unique in the process: what device caches key on
+  double conversion_s = 0;
 };
 
 /// Energy bookkeeping of one beam or a plan (MeV per fraction).
@@ -166,6 +194,11 @@ class DoseEngine {
   /// NumericalError when the result has NaN/Inf/negative dose or violates the
   /// energy balance.
   DoseResult compute(const CtImage& ct, const IonPlan& plan) const;
+  /// The same on a CT prepared by this engine (prepare()).
+  DoseResult compute(const PreparedCt& ct, const IonPlan& plan) const;
+  /// Converts a CT for this engine (HU curve, output grid, scattering lengths).
+  /// Throws InputError for an inconsistent CT.
+  std::shared_ptr<const PreparedCt> prepare(const CtImage& ct) const;
 
   const physics::BeamModel& machine() const { return machine_; }
   const physics::HuCurve& hu_curve() const { return hu_curve_; }
@@ -178,7 +211,10 @@ class DoseEngine {
   physics::BeamModel machine_;
   physics::HuCurve hu_curve_;
   DoseEngineOptions options_;
-  std::unique_ptr<Superposer> superposer_;
+  std::unique_ptr<Superposer> superposer_;  ///< CPU backend
+  std::unique_ptr<BeamExecutor> executor_;  ///< where the beams' arrays live (host or device)
+  std::size_t stack_pixel_budget_ = 0;  ///< pixels of one superposition stack (max_stack_bytes)
+  mutable std::mutex compute_mutex_;  ///< one compute() at a time (the executor's arrays)
   mutable std::mutex cache_mutex_;
   mutable std::map<double, physics::CumulativeDepthDose> depth_dose_cache_;
 };

@@ -1,4 +1,5 @@
 #pragma once
+// For the .cu files of protondose modules (gpu/, engine/); never included by a .cpp file.
 // Every CUDA runtime call and launch is checked; failures become CudaError
 // naming the call, the file:line and CUDA's own message.
 #include <cuda_runtime.h>

@@ -1,9 +1,10 @@
 #pragma once
+// For the .cu files of protondose modules (gpu/, engine/); never included by a .cpp file.
 // A grow-only, move-only device allocation (cudaMalloc; never managed memory).
 #include <cstddef>
 #include <utility>
 
-#include "cuda_check.cuh"
+#include "protondose/gpu/cuda/cuda_check.cuh"
 
 namespace protondose::cuda {
 

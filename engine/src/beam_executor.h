@@ -1,0 +1,113 @@
+#pragma once
+/// \file beam_executor.h
+/// Where the per-beam arrays live and who runs the per-ray arithmetic of
+/// beam_kernels.h: host vectors and CPU threads (CpuBeamExecutor), or device
+/// memory and CUDA kernels (GpuBeamExecutor), with no host round trip of the
+/// stacks. dose_engine.cpp drives both through this interface: it plans the
+/// beam (layers, grid, groups, tables) on the host and hands the executor
+/// plain numbers and small tables. Private to the engine.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "beam_kernels.h"
+#include "protondose/core/grid.h"
+#include "protondose/engine/dose_engine.h"
+#include "protondose/gpu/superposition.h"
+
+namespace protondose::engine {
+
+using PatientVolumes = PreparedCt;
+
+/// One layer's host tables (what kernels::LayerTables points into).
+struct HostLayerTables {
+  std::vector<double> fluence;  ///< [row][col]
+  const std::vector<double>* curve_depth_mm = nullptr;
+  const std::vector<double>* curve_idd = nullptr;
+  const std::vector<double>* curve_cidd = nullptr;
+  std::vector<double> energy_mev, scattering_factor, halo_weight, halo_sigma_mm;  ///< uniform WEPL tables
+  std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< [slice]
+  kernels::LayerTables scalars{};  ///< the scalar fields; pointers are filled by the executor
+};
+
+/// Result of tracing the full (uncropped) grid.
+struct TraceSummary {
+  int entry_slice = -1;           ///< first slice where any ray is in the patient, −1 if none
+  int first_material_slice = -1;  ///< first slice with any material
+};
+
+struct LayerImagesSummary {
+  double energy_mev = 0;        ///< put into the stack
+  int overshoot_px = 0;         ///< farthest a kernel reaches past the grid edge (≤ 0: none)
+  double max_halo_variance_mm2 = 0;
+};
+
+/// Check of one beam's dose: the first bad voxel (linear index, −1 if none)
+/// and the deposited energy Σ dose·mass-density (Gy·g/cm³ summed over voxels).
+struct BeamDoseCheck {
+  long long first_bad_voxel = -1;
+  float bad_value = 0;
+  double dose_times_density = 0;
+};
+
+class BeamExecutor {
+ public:
+  virtual ~BeamExecutor() = default;
+  virtual bool on_device() const = 0;
+
+  /// The CT for the next beams (cached by volumes.id).
+  virtual void set_patient(const PatientVolumes& volumes) = 0;
+  /// Starts a beam: zeroes the beam dose on the output grid.
+  virtual void begin_beam() = 0;
+
+  /// Traces every ray of `full` (kept for the layer images).
+  virtual TraceSummary trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam) = 0;
+  /// Per cut-off WEPL: the most slices from `first` any ray of the trace needs
+  /// before its near face passes the cut-off.
+  virtual std::vector<int> slices_before_cutoffs(const kernels::BevGeometry& full, int first,
+                                                 const std::vector<double>& cutoff_wepl_mm) = 0;
+  /// Waits for the work queued so far (stage timings).
+  virtual void synchronize() {}
+
+  /// Zeroes the BEV dose of the cropped grid (pixel count `bev_pixels`).
+  virtual void begin_bev(std::size_t bev_pixels) = 0;
+
+  /// Fills the stack of layers [0, layers.size()) (stack_slices slices) on the cropped grid.
+  virtual LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared, std::size_t stack_slices,
+                                          std::vector<HostLayerTables>& layers, bool halo) = 0;
+
+  /// Superposes the stack and adds each layer's slices into the BEV dose
+  /// (layer i's slice k → BEV slice k).
+  virtual void superpose_stack(const kernels::BevGeometry& grid, std::size_t stack_slices,
+                               const std::vector<HostLayerTables>& layers) = 0;
+
+  /// The nuclear halo of the stack: coarse binning, superposition, and
+  /// resampling into the beam dose.
+  virtual void halo(const kernels::BevGeometry& fine, const kernels::BevGeometry& coarse,
+                    const kernels::HaloBinning& binning, std::size_t stack_slices,
+                    const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) = 0;
+
+  /// Resamples the BEV dose into the beam dose.
+  virtual void resample(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index) = 0;
+
+  /// Checks the beam dose, then adds it (× scale) to the plan dose; the
+  /// density is out_rsp (dose to water) or out_density.
+  virtual BeamDoseCheck finish_beam(bool dose_to_water) = 0;
+
+  /// The beam dose (host copy), for per-beam output.
+  virtual Volume<float> beam_dose() = 0;
+  /// The plan dose (host copy), sum over finished beams.
+  virtual Volume<float> plan_dose() = 0;
+  /// Zeroes the plan dose on the output grid `og`.
+  virtual void begin_plan(const Grid3& og) = 0;
+};
+
+/// CPU executor: host arrays, `threads` worker threads, the given superposer.
+std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads);
+
+/// GPU executor on CUDA device `device` with superposition `method`;
+/// UnavailableError without CUDA or without that device.
+std::unique_ptr<BeamExecutor> make_gpu_beam_executor(SuperpositionMethod method, const SuperpositionOptions& options);
+
+}  // namespace protondose::engine

@@ -1,0 +1,236 @@
+// CPU executor: the beam_kernels.h functions over host vectors, rows split
+// across threads (every output element is written by one thread, so the
+// result does not depend on the thread count).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "beam_executor.h"
+#include "protondose/core/error.h"
+#include "protondose/core/parallel.h"
+
+namespace protondose::engine {
+namespace {
+
+using kernels::BevGeometry;
+
+kernels::LayerTables bind(const HostLayerTables& h) {
+  kernels::LayerTables t = h.scalars;
+  t.fluence = h.fluence.data();
+  t.curve_depth_mm = h.curve_depth_mm->data();
+  t.curve_idd = h.curve_idd->data();
+  t.curve_cidd = h.curve_cidd->data();
+  t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+  t.energy_mev = h.energy_mev.data();
+  t.scattering_factor = h.scattering_factor.data();
+  t.halo_weight = h.halo_weight.empty() ? nullptr : h.halo_weight.data();
+  t.halo_sigma_mm = h.halo_sigma_mm.empty() ? nullptr : h.halo_sigma_mm.data();
+  t.wepl_nodes = static_cast<int>(h.energy_mev.size());
+  t.air_sigma_x_mm = h.air_sigma_x_mm.data();
+  t.air_sigma_y_mm = h.air_sigma_y_mm.data();
+  return t;
+}
+
+class CpuBeamExecutor final : public BeamExecutor {
+ public:
+  CpuBeamExecutor(Superposer& superposer, int threads) : superposer_(superposer), threads_(threads) {}
+  bool on_device() const override { return false; }
+
+  void set_patient(const PatientVolumes& v) override { patient_ = &v; }
+  void begin_plan(const Grid3& og) override { plan_ = Volume<float>(og, 0.0f); }
+  void begin_beam() override { beam_ = Volume<float>(plan_.grid, 0.0f); }
+
+  TraceSummary trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+    const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
+    rsp_.assign(pixels, 0.0f);
+    density_.assign(pixels, 0.0f);
+    wepl_far_.assign(pixels, 0.0f);
+    rho_over_x_.assign(pixels, 0.0f);
+    step_.assign(plane, 0.0f);
+    kernels::TraceInput in{};
+    in.grid = g;
+    in.ct_index_from_beam = ct_index_from_beam;
+    in.rsp = patient_->rsp.data.data();
+    in.density_g_cm3 = patient_->density.data.data();
+    for (int a = 0; a < 3; ++a) in.ct_size[a] = patient_->rsp.grid.size[a];
+    in.inverse_length_table = patient_->inverse_length_table.data();
+    in.inverse_length_nodes = static_cast<int>(patient_->inverse_length_table.size());
+    in.inv_density_step = 1.0 / patient_->density_step_g_cm3;
+    kernels::TraceOutput out{rsp_.data(), density_.data(), wepl_far_.data(), rho_over_x_.data(), step_.data()};
+    std::vector<int> entry(plane), first(plane);
+    parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
+      for (std::size_t r = b; r < e; ++r)
+        for (int c = 0; c < g.cols; ++c) {
+          const std::size_t ray = r * static_cast<std::size_t>(g.cols) + static_cast<std::size_t>(c);
+          kernels::trace_ray(in, out, c, static_cast<int>(r), &entry[ray], &first[ray]);
+        }
+    });
+    TraceSummary s;
+    for (std::size_t ray = 0; ray < plane; ++ray) {
+      if (entry[ray] >= 0 && (s.entry_slice < 0 || entry[ray] < s.entry_slice)) s.entry_slice = entry[ray];
+      if (first[ray] >= 0 && (s.first_material_slice < 0 || first[ray] < s.first_material_slice))
+        s.first_material_slice = first[ray];
+    }
+    return s;
+  }
+
+  std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
+    const std::size_t plane = g.plane();
+    std::vector<int> most(cutoffs.size(), 0);
+    parallel_for_chunks(cutoffs.size(), threads_, [&](std::size_t b, std::size_t e, int) {
+      for (std::size_t l = b; l < e; ++l)
+        for (std::size_t ray = 0; ray < plane; ++ray)
+          most[l] = std::max(most[l], kernels::slices_before_cutoff(wepl_far_.data(), plane, ray, first, g.slices, cutoffs[l]));
+    });
+    return most;
+  }
+
+  void begin_bev(std::size_t pixels) override { bev_.assign(pixels, 0.0f); }
+
+  LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared_in, std::size_t stack_slices,
+                                  std::vector<HostLayerTables>& layers, bool halo) override {
+    const BevGeometry& g = shared_in.grid;
+    const std::size_t n = stack_slices * g.plane();
+    image_.assign(n, 0.0f);
+    sigma_x_.assign(n, 0.0f);
+    sigma_y_.assign(n, 0.0f);
+    halo_image_.assign(halo ? n : 0, 0.0f);
+    halo_variance_.assign(halo ? n : 0, 0.0f);
+    kernels::LayerStackArgs s = shared_in;
+    s.wepl_far_mm = wepl_far_.data();
+    s.density_g_cm3 = density_.data();
+    s.rho_over_x = rho_over_x_.data();
+    s.step_mm = step_.data();
+    s.image = image_.data();
+    s.sigma_x_px = sigma_x_.data();
+    s.sigma_y_px = sigma_y_.data();
+    s.halo_image = halo ? halo_image_.data() : nullptr;
+    s.halo_variance_mm2 = halo ? halo_variance_.data() : nullptr;
+    std::vector<double> row_energy(static_cast<std::size_t>(g.rows), 0.0);
+    std::vector<int> row_overshoot(static_cast<std::size_t>(g.rows), std::numeric_limits<int>::min());
+    for (const HostLayerTables& h : layers) {
+      const kernels::LayerTables t = bind(h);
+      parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
+        for (std::size_t r = b; r < e; ++r) {
+          double energy = 0;
+          int overshoot = row_overshoot[r];
+          for (int c = 0; c < g.cols; ++c) energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot);
+          row_energy[r] += energy;
+          row_overshoot[r] = overshoot;
+        }
+      });
+    }
+    LayerImagesSummary out;
+    out.overshoot_px = std::numeric_limits<int>::min();
+    for (std::size_t r = 0; r < row_energy.size(); ++r) {
+      out.energy_mev += row_energy[r];
+      out.overshoot_px = std::max(out.overshoot_px, row_overshoot[r]);
+    }
+    for (std::size_t i = 0; i < halo_image_.size(); ++i)
+      if (halo_image_[i] > 0) out.max_halo_variance_mm2 = std::max(out.max_halo_variance_mm2, static_cast<double>(halo_variance_[i]));
+    return out;
+  }
+
+  void superpose_stack(const BevGeometry& g, std::size_t stack_slices,
+                       const std::vector<HostLayerTables>& layers) override {
+    const std::size_t plane = g.plane();
+    std::vector<float> out(stack_slices * plane, 0.0f);
+    SuperpositionInput in;
+    in.shape = {static_cast<int>(stack_slices), g.rows, g.cols};
+    in.image = {image_.data(), image_.size()};
+    in.sigma_x_px = {sigma_x_.data(), sigma_x_.size()};
+    in.sigma_y_px = {sigma_y_.data(), sigma_y_.size()};
+    superposer_.superpose(in, out.data());
+    for (const HostLayerTables& L : layers)
+      for (int k = 0; k < L.scalars.slices; ++k) {
+        const float* src = out.data() + (L.scalars.stack_offset + static_cast<std::size_t>(k)) * plane;
+        float* dst = bev_.data() + static_cast<std::size_t>(k) * plane;
+        for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
+      }
+  }
+
+  void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
+            const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) override {
+    const std::size_t plane = fine.plane(), hplane = hg.plane();
+    std::vector<int> depth_slice(stack_slices);
+    for (const HostLayerTables& L : layers)
+      for (int k = 0; k < L.scalars.slices; ++k) depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
+    std::vector<float> image(stack_slices * hplane), sx(stack_slices * hplane), sy(stack_slices * hplane);
+    parallel_for_chunks(stack_slices, threads_, [&](std::size_t b, std::size_t e, int) {
+      for (std::size_t st = b; st < e; ++st) {
+        const double d = hg.depth_mm(depth_slice[st]);
+        const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
+        for (int r = 0; r < hg.rows; ++r)
+          for (int c = 0; c < hg.cols; ++c) {
+            const std::size_t q = st * hplane + static_cast<std::size_t>(r) * hg.cols + c;
+            kernels::halo_bin_pixel(h, halo_image_.data() + st * plane, halo_variance_.data() + st * plane, r, c, px,
+                                    py, &image[q], &sx[q], &sy[q]);
+          }
+      }
+    });
+    std::vector<float> out(stack_slices * hplane, 0.0f);
+    SuperpositionInput in;
+    in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
+    in.image = {image.data(), image.size()};
+    in.sigma_x_px = {sx.data(), sx.size()};
+    in.sigma_y_px = {sy.data(), sy.size()};
+    superposer_.superpose(in, out.data());
+    std::vector<float> halo_bev(hplane * static_cast<std::size_t>(hg.slices), 0.0f);
+    for (std::size_t st = 0; st < stack_slices; ++st) {
+      float* dst = halo_bev.data() + static_cast<std::size_t>(depth_slice[st]) * hplane;
+      const float* src = out.data() + st * hplane;
+      for (std::size_t q = 0; q < hplane; ++q) dst[q] += src[q];
+    }
+    resample_into_beam(hg, halo_bev.data(), beam_from_out_index);
+  }
+
+  void resample(const BevGeometry& g, const kernels::Affine3& beam_from_out_index) override {
+    resample_into_beam(g, bev_.data(), beam_from_out_index);
+  }
+
+  BeamDoseCheck finish_beam(bool dose_to_water) override {
+    BeamDoseCheck c;
+    const Volume<float>& mass = dose_to_water ? patient_->out_rsp : patient_->out_density;
+    for (std::size_t i = 0; i < beam_.data.size(); ++i) {
+      const float v = beam_.data[i];
+      if (!std::isfinite(v) || v < 0.0f) {
+        c.first_bad_voxel = static_cast<long long>(i);
+        c.bad_value = v;
+        return c;
+      }
+      c.dose_times_density += static_cast<double>(v) * mass.data[i];
+    }
+    for (std::size_t i = 0; i < beam_.data.size(); ++i) plan_.data[i] += beam_.data[i];
+    return c;
+  }
+
+  Volume<float> beam_dose() override { return beam_; }
+  Volume<float> plan_dose() override { return plan_; }
+
+ private:
+  void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
+    const Grid3& og = beam_.grid;
+    parallel_for_chunks(static_cast<std::size_t>(og.size[2]), threads_, [&](std::size_t b, std::size_t e, int) {
+      for (std::size_t k = b; k < e; ++k)
+        for (int j = 0; j < og.size[1]; ++j)
+          for (int i = 0; i < og.size[0]; ++i)
+            kernels::resample_voxel(g, bev, beam_from_out_index, i, j, static_cast<int>(k),
+                                    &beam_.data[og.index(i, j, static_cast<int>(k))]);
+    });
+  }
+
+  Superposer& superposer_;
+  int threads_;
+  const PatientVolumes* patient_ = nullptr;
+  Volume<float> plan_, beam_;
+  std::vector<float> rsp_, density_, wepl_far_, rho_over_x_, step_;
+  std::vector<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_;
+};
+
+}  // namespace
+
+std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads) {
+  return std::make_unique<CpuBeamExecutor>(superposer, threads);
+}
+
+}  // namespace protondose::engine

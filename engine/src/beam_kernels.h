@@ -1,0 +1,408 @@
+#pragma once
+/// \file beam_kernels.h
+/// The per-ray and per-voxel arithmetic of one beam — ray tracing, the layer
+/// images and σ-maps, the coarse halo grid, resampling onto the dose grid —
+/// written once as host/device functions over plain structs and raw pointers,
+/// so the CPU backend (engine/src/beam_executor_cpu.cpp) and the CUDA kernels
+/// (engine/src/cuda/beam_executor_gpu.cu) run the same operations in the same
+/// order. Private to the engine; no std:: containers, no exceptions.
+///
+/// Method: da Silva, Ansorge & Jena, Phys Med Biol 60:4777 (2015), §2.2–2.5;
+/// the physics behind each table is cited where the tables are built
+/// (engine/src/beam_tables.cpp).
+
+#include <cmath>
+#include <cstddef>
+
+#include "protondose/gpu/gaussian_kernel.h"  // PROTONDOSE_HOST_DEVICE, gaussian_radius_px
+
+namespace protondose::engine::kernels {
+
+#define PD_HD PROTONDOSE_HOST_DEVICE
+
+/// y = A·x + b.
+struct Affine3 {
+  double a[3][3];
+  double b[3];
+  PD_HD void apply(double x0, double x1, double x2, double y[3]) const {
+    for (int r = 0; r < 3; ++r) y[r] = a[r][0] * x0 + a[r][1] * x1 + a[r][2] * x2 + b[r];
+  }
+};
+
+/// The divergent BEV grid (bev_grid.h) as plain numbers. 1/SAD is 0 for a parallel beam.
+struct BevGeometry {
+  double inv_sad_x, inv_sad_y;
+  double x0_mm, y0_mm, pitch_x_mm, pitch_y_mm;
+  double depth0_mm, depth_step_mm;
+  int cols, rows, slices;
+
+  PD_HD double depth_mm(int slice) const { return depth0_mm + slice * depth_step_mm; }
+  PD_HD double magnification_x(double d) const { return 1.0 + d * inv_sad_x; }
+  PD_HD double magnification_y(double d) const { return 1.0 + d * inv_sad_y; }
+  PD_HD std::size_t plane() const { return static_cast<std::size_t>(cols) * static_cast<std::size_t>(rows); }
+  PD_HD double path_per_depth(int col, int row) const {
+    const double tx = (x0_mm + col * pitch_x_mm) * inv_sad_x;
+    const double ty = (y0_mm + row * pitch_y_mm) * inv_sad_y;
+    return sqrt(1.0 + tx * tx + ty * ty);
+  }
+};
+
+/// Linear index, lower node and weight along one axis of n samples; false
+/// outside the half-pixel border (sample_trilinear / sample_bev semantics).
+PD_HD inline bool axis_lerp(double c, int n, int& i0, int& i1, double& f) {
+  if (!(c >= -0.5) || !(c <= n - 0.5)) return false;
+  const double x = fmin(fmax(c, 0.0), static_cast<double>(n - 1));
+  int i = static_cast<int>(floor(x));
+  if (i >= n - 1) i = n - 2 > 0 ? n - 2 : 0;
+  i0 = i;
+  i1 = i + 1 < n - 1 ? i + 1 : n - 1;
+  f = n == 1 ? 0.0 : x - i;
+  return true;
+}
+
+/// Trilinear sample of a [k][j][i] volume (i fastest) of size n at continuous
+/// index (ci, cj, ck); 0 outside the outer voxel faces.
+PD_HD inline float sample_volume(const float* v, const int n[3], double ci, double cj, double ck) {
+  int i0, i1, j0, j1, k0, k1;
+  double fi, fj, fk;
+  if (!axis_lerp(ci, n[0], i0, i1, fi) || !axis_lerp(cj, n[1], j0, j1, fj) || !axis_lerp(ck, n[2], k0, k1, fk))
+    return 0.0f;
+  const std::size_t nx = static_cast<std::size_t>(n[0]), nxy = nx * static_cast<std::size_t>(n[1]);
+  const auto at = [&](int i, int j, int k) { return static_cast<double>(v[static_cast<std::size_t>(k) * nxy + static_cast<std::size_t>(j) * nx + i]); };
+  const double c00 = at(i0, j0, k0) * (1 - fi) + at(i1, j0, k0) * fi;
+  const double c10 = at(i0, j1, k0) * (1 - fi) + at(i1, j1, k0) * fi;
+  const double c01 = at(i0, j0, k1) * (1 - fi) + at(i1, j0, k1) * fi;
+  const double c11 = at(i0, j1, k1) * (1 - fi) + at(i1, j1, k1) * fi;
+  const double c0 = c00 * (1 - fj) + c10 * fj;
+  const double c1 = c01 * (1 - fj) + c11 * fj;
+  return static_cast<float>(c0 * (1 - fk) + c1 * fk);
+}
+
+// ---------------------------------------------------------------------------
+// Ray tracing
+
+/// Mass density (g/cm³) below which a sample scatters nothing.
+constexpr double kMinScatteringDensity = 1e-6;
+
+/// Uniform table t[i] at x = i/inv_step: linear interpolation, clamped at both ends.
+PD_HD inline double uniform_table(const double* t, int n, double inv_step, double x) {
+  const double u = x * inv_step;
+  if (!(u > 0)) return t[0];
+  const int i = static_cast<int>(u);
+  if (i + 1 >= n) return t[n - 1];
+  const double f = u - i;
+  return t[i] * (1 - f) + t[i + 1] * f;
+}
+
+
+/// Mass density (g/cm³) from which a sample counts as inside the patient (ray_trace.h).
+constexpr float kPatientDensityGcm3 = 0.05f;
+
+struct TraceInput {
+  BevGeometry grid;
+  Affine3 ct_index_from_beam;  ///< continuous CT index of a beam-frame point
+  const float* rsp;            ///< CT grid, [k][j][i]
+  const float* density_g_cm3;
+  int ct_size[3];
+  /// 1/X(ρ) (cm²/g) of the scattering model's length X, tabulated on ρ = i·Δρ
+  /// (physics::radiation_length_g_cm2 or scattering_length_g_cm2).
+  const double* inverse_length_table;
+  int inverse_length_nodes;
+  double inv_density_step;
+};
+
+/// Arrays [slice][row][col] of the full (uncropped) trace.
+struct TraceOutput {
+  float* rsp;
+  float* density_g_cm3;
+  float* wepl_far_mm;
+  float* rho_over_x;  ///< ρ/X (cm⁻¹ per (g/cm³)·…): the material factor of the scattering power
+  float* step_mm;  ///< [row][col]
+};
+
+/// Traces ray (col, row): samples at every slice centre, WEPL to each far face.
+/// Returns, through the pointers, the first slice inside the patient
+/// (density ≥ kPatientDensityGcm3) and the first with any material (density > 0), −1 if none.
+PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
+                            int* first_material_slice) {
+  const BevGeometry& g = in.grid;
+  const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
+  const std::size_t plane = g.plane();
+  const double step = g.depth_step_mm * g.path_per_depth(col, row);
+  out.step_mm[ray] = static_cast<float>(step);
+  const double a = g.x0_mm + col * g.pitch_x_mm, b = g.y0_mm + row * g.pitch_y_mm;
+  double wepl = 0.0;
+  int entry = -1, first = -1;
+  for (int k = 0; k < g.slices; ++k) {
+    const double d = g.depth_mm(k);
+    double c[3];
+    in.ct_index_from_beam.apply(a * g.magnification_x(d), b * g.magnification_y(d), d, c);
+    const float s = sample_volume(in.rsp, in.ct_size, c[0], c[1], c[2]);
+    const float rho = sample_volume(in.density_g_cm3, in.ct_size, c[0], c[1], c[2]);
+    const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;
+    out.rsp[idx] = s;
+    out.density_g_cm3[idx] = rho;
+    wepl += static_cast<double>(s) * step;
+    out.wepl_far_mm[idx] = static_cast<float>(wepl);
+    out.rho_over_x[idx] = rho > static_cast<float>(kMinScatteringDensity)
+                              ? static_cast<float>(rho * uniform_table(in.inverse_length_table, in.inverse_length_nodes,
+                                                                       in.inv_density_step, rho))
+                              : 0.0f;
+    if (entry < 0 && rho >= kPatientDensityGcm3) entry = k;
+    if (first < 0 && rho > 0.0f) first = k;
+  }
+  *entry_slice = entry;
+  *first_material_slice = first;
+}
+
+/// Number of slices from `first` on whose near face lies before `cutoff_wepl_mm`
+/// along ray `ray` (WEPL is non-decreasing along a ray: binary search).
+PD_HD inline int slices_before_cutoff(const float* wepl_far_mm, std::size_t plane, std::size_t ray, int first,
+                                      int slices, double cutoff_wepl_mm) {
+  // wepl_near(k) = k == 0 ? 0 : wepl_far(k − 1); find the first k ≥ first with wepl_near ≥ cutoff.
+  int lo = first, hi = slices;  // answer in [lo, hi]
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    const double near = mid == 0 ? 0.0 : static_cast<double>(wepl_far_mm[static_cast<std::size_t>(mid - 1) * plane + ray]);
+    if (near >= cutoff_wepl_mm) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo - first;
+}
+
+// ---------------------------------------------------------------------------
+// Layer images and σ-maps
+
+/// CIDD (MeV per proton) of a curve with IDD linear between its nodes
+/// (physics::CumulativeDepthDose::cidd_mev, the same formula).
+PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const double* cidd, int n, double w) {
+  constexpr double kGCm2PerMm = 0.1;
+  if (n < 2 || w <= 0.0) return 0.0;
+  if (w >= depth_mm[n - 1]) return cidd[n - 1];
+  int lo = 0, hi = n - 1;  // depth[lo] <= w < depth[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (depth_mm[mid] <= w) lo = mid;
+    else hi = mid;
+  }
+  const double h = depth_mm[lo + 1] - depth_mm[lo];
+  const double t = w - depth_mm[lo];
+  const double slope = (idd[lo + 1] - idd[lo]) / h;
+  return cidd[lo] + kGCm2PerMm * t * (idd[lo] + 0.5 * slope * t);
+}
+
+/// Everything the layer kernel reads about one energy layer (pointers into
+/// host or device memory, as the backend).
+struct LayerTables {
+  const double* fluence;        ///< [row][col] protons per ray
+  const double* curve_depth_mm;  ///< CIDD nodes
+  const double* curve_idd;
+  const double* curve_cidd;
+  int curve_nodes;
+  /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
+  const double* energy_mev;            ///< residual energy
+  const double* scattering_factor;     ///< T(E)·X/ρ: scattering power per unit ρ/X (rad²/mm · g/cm² / (g/cm³))
+  const double* halo_weight;           ///< nuclear halo energy fraction (null without halo)
+  const double* halo_sigma_mm;         ///< nuclear halo σ (mm)
+  int wepl_nodes;
+  double inv_wepl_step_mm;
+  double halo_max_wepl_mm;            ///< the halo tables' WEPL is clamped here
+  const double* air_sigma_x_mm;  ///< [slice] in-air spot σ at the slice centre
+  const double* air_sigma_y_mm;
+  double spread_sigma_x_iso_mm, spread_sigma_y_iso_mm;
+  double shifter_wet_mm;
+  double cutoff_wepl_mm;
+  /// Range-shifter exit moments, drifted per ray to the grid start (0 without a shifter).
+  double shifter_a0_rad2, shifter_a1_rad_mm, shifter_a2_mm2;
+  double shifter_drift_depth_mm;  ///< depth from the shifter's downstream face to the grid start
+  bool has_shifter;
+  int slices;               ///< the layer's slices of the cropped grid
+  std::size_t stack_offset;  ///< its first stack slice
+};
+
+/// What every layer shares: the trace, the stack arrays and constants.
+struct LayerStackArgs {
+  BevGeometry grid;          ///< the cropped grid
+  int trace_first_slice;     ///< cropped slice 0 = this slice of the full trace
+  const float* wepl_far_mm;  ///< full trace arrays
+  const float* density_g_cm3;
+  const float* rho_over_x;  ///< full trace: ρ/X per sample
+  const float* step_mm;
+  float* image;          ///< stack arrays [stack slice][row][col]
+  float* sigma_x_px;
+  float* sigma_y_px;
+  float* halo_image;     ///< null without halo
+  float* halo_variance_mm2;
+  bool dose_to_water;
+  float cutoff_sigmas;
+};
+
+/// Below this residual energy (MeV) a proton is at the end of its range (scattering not advanced).
+constexpr double kMinScatteringEnergyMev = 1.0;
+/// Gy per (MeV/g).
+constexpr double kGyPerMevPerGramK = 1.602176634e-10;
+
+/// Fills the stack pixels of one ray of one layer: image (Gy), σx/σy (pixels)
+/// and the halo share; returns the energy put into the stack (MeV) and raises
+/// *overshoot_px to the farthest a kernel reaches past the grid edge.
+/// Fermi–Eyges moments advance step by step along the ray (Gottschalk et al.,
+/// NIM B 74:467 (1993)); the σ at a slice centre is the mean of the near- and
+/// far-face variances.
+PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int col, int row, int* overshoot_px) {
+  const BevGeometry& g = s.grid;
+  const std::size_t plane = g.plane();
+  const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
+  const double f = L.fluence[ray];
+  if (!(f > 0)) return 0.0;
+  const double step = s.step_mm[ray];
+  double a0 = 0, a1 = 0, a2 = 0;
+  if (L.has_shifter) {
+    const double dz = L.shifter_drift_depth_mm * step / g.depth_step_mm;
+    a0 = L.shifter_a0_rad2;
+    a1 = L.shifter_a1_rad_mm + L.shifter_a0_rad2 * dz;
+    a2 = L.shifter_a2_mm2 + 2.0 * L.shifter_a1_rad_mm * dz + L.shifter_a0_rad2 * dz * dz;
+  }
+  const double pixel_area_iso_mm2 = g.pitch_x_mm * g.pitch_y_mm;
+  const double wet = L.shifter_wet_mm;
+  double energy = 0.0;
+  int overshoot = *overshoot_px;
+  for (int k = 0; k < L.slices; ++k) {
+    const int kt = s.trace_first_slice + k;
+    const std::size_t idx = static_cast<std::size_t>(kt) * plane + ray;
+    const double w_near = kt == 0 ? 0.0 : static_cast<double>(s.wepl_far_mm[idx - plane]);
+    if (w_near >= L.cutoff_wepl_mm) break;
+    const double w_far = s.wepl_far_mm[idx];
+    const double w_mid = 0.5 * (w_near + w_far);
+    const double d_mev = cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, fmin(w_far, L.cutoff_wepl_mm) + wet) -
+                         cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, w_near + wet);
+    const double d = g.depth_mm(k);
+    const double mx = g.magnification_x(d), my = g.magnification_y(d);
+    const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
+    const double rho = s.density_g_cm3[idx];
+    const double mass_g = s.dose_to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step / 10.0 * area_cm2;
+    const double e_mid = uniform_table(L.energy_mev, L.wepl_nodes, L.inv_wepl_step_mm, w_mid);
+    const bool scatters = rho > kMinScatteringDensity && e_mid > kMinScatteringEnergyMev;
+    const double a2_near = a2;
+    // Drift, then (in matter) the step's own scattering at constant T: exact for constant T.
+    a2 = a2 + 2.0 * a1 * step + a0 * step * step;
+    a1 = a1 + a0 * step;
+    if (scatters) {
+      const double t = uniform_table(L.scattering_factor, L.wepl_nodes, L.inv_wepl_step_mm, w_mid) *
+                       static_cast<double>(s.rho_over_x[idx]);
+      a0 += t * step;
+      a1 += t * step * step / 2.0;
+      a2 += t * step * step * step / 3.0;
+    }
+    const double a2_centre = 0.5 * (a2_near + a2);
+    if (d_mev <= 0 || mass_g <= 0) continue;
+    energy += f * d_mev;
+    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGramK;
+    const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+    const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
+    if (L.halo_weight) {
+      // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
+      // fraction W of this step's energy spreads with the halo σ (total width;
+      // the spread fluence already carries σ_spread).
+      const double w_halo = fmin(w_mid, L.halo_max_wepl_mm);
+      const double weight = uniform_table(L.halo_weight, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
+      const double sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
+      s.halo_image[sidx] = static_cast<float>(weight * pixel_gy);
+      s.halo_variance_mm2[sidx] = static_cast<float>(fmax(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
+      s.image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
+    } else {
+      s.image[sidx] = static_cast<float>(pixel_gy);
+    }
+    const double vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
+    const double vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
+    const float spx = static_cast<float>(sqrt(fmax(vx, 0.0)) / (g.pitch_x_mm * mx));
+    const float spy = static_cast<float>(sqrt(fmax(vy, 0.0)) / (g.pitch_y_mm * my));
+    s.sigma_x_px[sidx] = spx;
+    s.sigma_y_px[sidx] = spy;
+    const int rx = gaussian_radius_px(spx, s.cutoff_sigmas);
+    const int ry = gaussian_radius_px(spy, s.cutoff_sigmas);
+    const int o1 = rx - col > col + rx - (g.cols - 1) ? rx - col : col + rx - (g.cols - 1);
+    const int o2 = ry - row > row + ry - (g.rows - 1) ? ry - row : row + ry - (g.rows - 1);
+    const int o = o1 > o2 ? o1 : o2;
+    if (o > overshoot) overshoot = o;
+  }
+  *overshoot_px = overshoot;
+  return energy;
+}
+
+// ---------------------------------------------------------------------------
+// Nuclear halo on a coarse grid
+
+/// The coarse halo grid: block f×f of fine pixels, padded by `pad` coarse pixels.
+struct HaloBinning {
+  int factor;     ///< f
+  int pad;
+  int fine_cols, fine_rows;
+  int cols, rows;  ///< coarse grid
+};
+
+/// One coarse pixel q of one stack slice: the block mean of the halo dose and
+/// its energy-weighted kernel σ (pixels of the coarse grid at that depth).
+/// px_mm, py_mm: coarse pixel size at the slice's depth.
+PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, const float* halo_variance_mm2,
+                                 int coarse_row, int coarse_col, double px_mm, double py_mm, float* image_out,
+                                 float* sx_out, float* sy_out) {
+  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  double sum = 0, weighted_variance = 0;
+  if (r0 >= 0 && c0 >= 0) {
+    for (int r = r0; r < r0 + h.factor && r < h.fine_rows; ++r)
+      for (int c = c0; c < c0 + h.factor && c < h.fine_cols; ++c) {
+        const std::size_t p = static_cast<std::size_t>(r) * h.fine_cols + c;
+        const float v = halo_image[p];
+        if (v <= 0) continue;
+        sum += v;
+        weighted_variance += static_cast<double>(v) * halo_variance_mm2[p];
+      }
+  }
+  if (sum <= 0) {
+    *image_out = 0.0f;
+    *sx_out = 0.0f;
+    *sy_out = 0.0f;
+    return;
+  }
+  // Block mean of the dose: the coarse pixel holds the same energy per area.
+  *image_out = static_cast<float>(sum / (static_cast<double>(h.factor) * h.factor));
+  const double sigma_mm = sqrt(weighted_variance / sum);
+  *sx_out = static_cast<float>(sigma_mm / px_mm);
+  *sy_out = static_cast<float>(sigma_mm / py_mm);
+}
+
+// ---------------------------------------------------------------------------
+// Back to the patient
+
+/// Trilinear sample of a BEV array [slice][row][col] at a beam-frame point; 0 outside.
+PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
+  const double col = (x / g.magnification_x(d) - g.x0_mm) / g.pitch_x_mm;
+  const double row = (y / g.magnification_y(d) - g.y0_mm) / g.pitch_y_mm;
+  const double slice = (d - g.depth0_mm) / g.depth_step_mm;
+  int c0, c1, r0, r1, s0, s1;
+  double fc, fr, fs;
+  if (!axis_lerp(col, g.cols, c0, c1, fc) || !axis_lerp(row, g.rows, r0, r1, fr) || !axis_lerp(slice, g.slices, s0, s1, fs))
+    return 0.0f;
+  const std::size_t plane = g.plane();
+  const auto at = [&](int s, int r, int c) {
+    return static_cast<double>(bev[static_cast<std::size_t>(s) * plane + static_cast<std::size_t>(r) * g.cols + c]);
+  };
+  const double a0 = (at(s0, r0, c0) * (1 - fc) + at(s0, r0, c1) * fc) * (1 - fr) +
+                    (at(s0, r1, c0) * (1 - fc) + at(s0, r1, c1) * fc) * fr;
+  const double a1 = (at(s1, r0, c0) * (1 - fc) + at(s1, r0, c1) * fc) * (1 - fr) +
+                    (at(s1, r1, c0) * (1 - fc) + at(s1, r1, c1) * fc) * fr;
+  return static_cast<float>(a0 * (1 - fs) + a1 * fs);
+}
+
+/// Adds the BEV dose at output voxel (i, j, k) to dose[voxel].
+PD_HD inline void resample_voxel(const BevGeometry& g, const float* bev, const Affine3& beam_from_index, int i, int j,
+                                 int k, float* dose_voxel) {
+  double p[3];
+  beam_from_index.apply(i, j, k, p);
+  const float v = sample_bev_at(g, bev, p[0], p[1], p[2]);
+  if (v != 0.0f) *dose_voxel += v;
+}
+
+#undef PD_HD
+
+}  // namespace protondose::engine::kernels

@@ -1,0 +1,440 @@
+// GPU executor: the beam_kernels.h functions as CUDA kernels over device
+// arrays. The CT, the traces, the stacks, the BEV dose and the dose volumes
+// stay on the device; per stage only a few numbers come back (the crop, the
+// energy put into the stack, the overshoot, the dose check). One stream (the
+// legacy default stream, which DeviceSuperposer's stream waits on: every call
+// below that reads back synchronises it first).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "../beam_executor.h"
+#include "protondose/core/error.h"
+#include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/cuda/device_buffer.cuh"
+#include "protondose/gpu/device_superposition.h"
+
+namespace protondose::engine {
+namespace {
+
+using cuda::DeviceBuffer;
+using kernels::BevGeometry;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+template <class T>
+void upload(DeviceBuffer<T>& d, const T* h, std::size_t n) {
+  d.reserve(std::max<std::size_t>(n, 1));
+  if (n) PD_CUDA_CHECK(cudaMemcpy(d.get(), h, n * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <class T>
+void zero(DeviceBuffer<T>& d, std::size_t n) {
+  d.reserve(std::max<std::size_t>(n, 1));
+  if (n) PD_CUDA_CHECK(cudaMemsetAsync(d.get(), 0, n * sizeof(T)));
+}
+
+// --- kernels ---------------------------------------------------------------
+
+__global__ void trace_kernel(kernels::TraceInput in, kernels::TraceOutput out, int* entry_min, int* first_min) {
+  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (ray >= in.grid.plane()) return;
+  const int col = static_cast<int>(ray % in.grid.cols), row = static_cast<int>(ray / in.grid.cols);
+  int entry, first;
+  kernels::trace_ray(in, out, col, row, &entry, &first);
+  if (entry >= 0) atomicMin(entry_min, entry);
+  if (first >= 0) atomicMin(first_min, first);
+}
+
+__global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, int first, const double* cutoffs, int* most) {
+  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const int layer = blockIdx.y;
+  if (ray >= g.plane()) return;
+  const int n = kernels::slices_before_cutoff(wepl_far, g.plane(), ray, first, g.slices, cutoffs[layer]);
+  atomicMax(&most[layer], n);
+}
+
+/// Block-wide sum of a double (all threads get it in thread 0's return value).
+__device__ double block_sum(double v) {
+  __shared__ double partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
+/// One thread per (ray, layer): kernels::layer_ray.
+__global__ void layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables* layers, double* energy_sum,
+                             int* overshoot_max, unsigned* max_halo_variance_bits) {
+  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const kernels::LayerTables& L = layers[blockIdx.y];
+  double energy = 0;
+  int overshoot = INT_MIN;
+  if (ray < s.grid.plane()) {
+    const int col = static_cast<int>(ray % s.grid.cols), row = static_cast<int>(ray / s.grid.cols);
+    energy = kernels::layer_ray(s, L, col, row, &overshoot);
+    if (s.halo_image && L.fluence[ray] > 0) {
+      // Largest halo variance among this ray's non-zero halo pixels (sizes the coarse grid's pad).
+      float v_max = 0;
+      const std::size_t plane = s.grid.plane();
+      for (int k = 0; k < L.slices; ++k) {
+        const std::size_t i = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+        if (s.halo_image[i] > 0) v_max = fmaxf(v_max, s.halo_variance_mm2[i]);
+      }
+      if (v_max > 0) atomicMax(max_halo_variance_bits, __float_as_uint(v_max));  // ≥ 0: bits order as values
+    }
+  }
+  if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
+  const double block_energy = block_sum(energy);
+  if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
+}
+
+struct StackLayer {
+  std::size_t offset;
+  int slices;
+};
+
+/// BEV slice k of every ray gets Σ over layers with k < slices of the stack slice offset+k.
+/// One thread per BEV pixel; the layers are summed in order (deterministic).
+__global__ void accumulate_kernel(const float* stack, std::size_t plane, int bev_slices, const StackLayer* layers,
+                                  int layer_count, float* bev) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= plane * static_cast<std::size_t>(bev_slices)) return;
+  const int k = static_cast<int>(p / plane);
+  const std::size_t q = p % plane;
+  float v = bev[p];
+  for (int l = 0; l < layer_count; ++l)
+    if (k < layers[l].slices) v += stack[(layers[l].offset + static_cast<std::size_t>(k)) * plane + q];
+  bev[p] = v;
+}
+
+__global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, const int* depth_slice, std::size_t stack_slices,
+                                const float* halo_image, const float* halo_variance, float* image, float* sx,
+                                float* sy) {
+  const std::size_t hplane = hg.plane();
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= hplane * stack_slices) return;
+  const std::size_t st = p / hplane, q = p % hplane;
+  const double d = hg.depth_mm(depth_slice[st]);
+  const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
+  const std::size_t fine_plane = static_cast<std::size_t>(h.fine_cols) * h.fine_rows;
+  kernels::halo_bin_pixel(h, halo_image + st * fine_plane, halo_variance + st * fine_plane,
+                          static_cast<int>(q / hg.cols), static_cast<int>(q % hg.cols), px, py, &image[p], &sx[p], &sy[p]);
+}
+
+__global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine3 beam_from_index, int nx, int ny,
+                                int nz, float* dose) {
+  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const std::size_t n = static_cast<std::size_t>(nx) * ny * nz;
+  if (v >= n) return;
+  const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
+  kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &dose[v]);
+}
+
+/// Checks the beam dose (first bad voxel), sums dose·density and adds the beam to the plan.
+__global__ void finish_kernel(const float* beam, const float* density, std::size_t n, float* plan,
+                              unsigned long long* first_bad, double* dose_times_density) {
+  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  double s = 0;
+  if (v < n) {
+    const float x = beam[v];
+    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
+    else s = static_cast<double>(x) * density[v];
+    plan[v] += x;
+  }
+  const double block = block_sum(s);
+  if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
+}
+
+// --- the executor ----------------------------------------------------------
+
+class GpuBeamExecutor final : public BeamExecutor {
+ public:
+  GpuBeamExecutor(SuperpositionMethod method, const SuperpositionOptions& options)
+      : device_(options.gpu_device), superposer_(method, options) {
+    PD_CUDA_CHECK(cudaSetDevice(device_));
+  }
+  bool on_device() const override { return true; }
+
+  void set_patient(const PatientVolumes& v) override {
+    PD_CUDA_CHECK(cudaSetDevice(device_));
+    patient_ = &v;
+    if (patient_id_ == v.id && v.id != 0) return;  // already on the device
+    upload(rsp_, v.rsp.data.data(), v.rsp.data.size());
+    upload(density_, v.density.data.data(), v.density.data.size());
+    upload(out_rsp_, v.out_rsp.data.data(), v.out_rsp.data.size());
+    upload(out_density_, v.out_density.data.data(), v.out_density.data.size());
+    upload(inverse_length_, v.inverse_length_table.data(), v.inverse_length_table.size());
+    patient_id_ = v.id;
+  }
+
+  void begin_plan(const Grid3& og) override {
+    og_ = og;
+    zero(plan_, og.voxel_count());
+  }
+  void begin_beam() override { zero(beam_, og_.voxel_count()); }
+
+  void synchronize() override { PD_CUDA_CHECK(cudaStreamSynchronize(0)); }
+
+  TraceSummary trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+    const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
+    trace_rsp_.reserve(pixels);
+    trace_density_.reserve(pixels);
+    wepl_far_.reserve(pixels);
+    rho_over_x_.reserve(pixels);
+    step_.reserve(plane);
+    kernels::TraceInput in{};
+    in.grid = g;
+    in.ct_index_from_beam = ct_index_from_beam;
+    in.rsp = rsp_.get();
+    in.density_g_cm3 = density_.get();
+    for (int a = 0; a < 3; ++a) in.ct_size[a] = patient_->rsp.grid.size[a];
+    in.inverse_length_table = inverse_length_.get();
+    in.inverse_length_nodes = static_cast<int>(patient_->inverse_length_table.size());
+    in.inv_density_step = 1.0 / patient_->density_step_g_cm3;
+    kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
+    const int init[2] = {INT_MAX, INT_MAX};
+    ints_.reserve(2);
+    PD_CUDA_CHECK(cudaMemcpy(ints_.get(), init, sizeof init, cudaMemcpyHostToDevice));
+    trace_kernel<<<blocks_for(plane), kThreads>>>(in, out, ints_.get(), ints_.get() + 1);
+    PD_CUDA_CHECK_LAUNCH("trace_kernel");
+    int found[2];
+    PD_CUDA_CHECK(cudaMemcpy(found, ints_.get(), sizeof found, cudaMemcpyDeviceToHost));
+    TraceSummary s;
+    s.entry_slice = found[0] == INT_MAX ? -1 : found[0];
+    s.first_material_slice = found[1] == INT_MAX ? -1 : found[1];
+    return s;
+  }
+
+  std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
+    std::vector<int> most(cutoffs.size(), 0);
+    if (cutoffs.empty()) return most;
+    upload(doubles_, cutoffs.data(), cutoffs.size());
+    zero(cutoff_most_, cutoffs.size());
+    cutoff_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(cutoffs.size())), kThreads>>>(
+        wepl_far_.get(), g, first, doubles_.get(), cutoff_most_.get());
+    PD_CUDA_CHECK_LAUNCH("cutoff_kernel");
+    PD_CUDA_CHECK(cudaMemcpy(most.data(), cutoff_most_.get(), most.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    return most;
+  }
+
+  void begin_bev(std::size_t pixels) override {
+    bev_pixels_ = pixels;
+    zero(bev_, pixels);
+  }
+
+  LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared_in, std::size_t stack_slices,
+                                  std::vector<HostLayerTables>& layers, bool halo) override {
+    const BevGeometry& g = shared_in.grid;
+    const std::size_t n = stack_slices * g.plane();
+    zero(image_, n);
+    zero(sigma_x_, n);
+    zero(sigma_y_, n);
+    if (halo) {
+      zero(halo_image_, n);
+      zero(halo_variance_, n);
+    }
+    upload_layer_tables(layers);
+    kernels::LayerStackArgs s = shared_in;
+    s.wepl_far_mm = wepl_far_.get();
+    s.density_g_cm3 = trace_density_.get();
+    s.rho_over_x = rho_over_x_.get();
+    s.step_mm = step_.get();
+    s.image = image_.get();
+    s.sigma_x_px = sigma_x_.get();
+    s.sigma_y_px = sigma_y_.get();
+    s.halo_image = halo ? halo_image_.get() : nullptr;
+    s.halo_variance_mm2 = halo ? halo_variance_.get() : nullptr;
+    struct Sums {
+      double energy;
+      int overshoot;
+      unsigned max_variance_bits;
+    } sums{0.0, INT_MIN, 0u};
+    sums_.reserve(sizeof(Sums));
+    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    auto* d = reinterpret_cast<Sums*>(sums_.get());
+    layer_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(layers.size())), kThreads>>>(
+        s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits);
+    PD_CUDA_CHECK_LAUNCH("layer_kernel");
+    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    LayerImagesSummary out;
+    out.energy_mev = sums.energy;
+    out.overshoot_px = sums.overshoot;
+    float v;
+    std::memcpy(&v, &sums.max_variance_bits, sizeof v);
+    out.max_halo_variance_mm2 = v;
+    return out;
+  }
+
+  void superpose_stack(const BevGeometry& g, std::size_t stack_slices,
+                       const std::vector<HostLayerTables>& layers) override {
+    const std::size_t n = stack_slices * g.plane();
+    stack_out_.reserve(n);
+    SuperpositionInput in;
+    in.shape = {static_cast<int>(stack_slices), g.rows, g.cols};
+    in.image = {image_.get(), n};
+    in.sigma_x_px = {sigma_x_.get(), n};
+    in.sigma_y_px = {sigma_y_.get(), n};
+    superposer_.superpose_device(in, stack_out_.get());
+    std::vector<StackLayer> sl;
+    for (const HostLayerTables& L : layers) sl.push_back({L.scalars.stack_offset, L.scalars.slices});
+    upload(stack_layers_, sl.data(), sl.size());
+    accumulate_kernel<<<blocks_for(bev_pixels_), kThreads>>>(stack_out_.get(), g.plane(),
+                                                             static_cast<int>(bev_pixels_ / g.plane()),
+                                                             stack_layers_.get(), static_cast<int>(sl.size()), bev_.get());
+    PD_CUDA_CHECK_LAUNCH("accumulate_kernel");
+  }
+
+  void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
+            const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) override {
+    (void)fine;
+    const std::size_t hplane = hg.plane(), n = stack_slices * hplane;
+    std::vector<int> depth_slice(stack_slices);
+    std::vector<StackLayer> sl;
+    for (const HostLayerTables& L : layers) {
+      sl.push_back({L.scalars.stack_offset, L.scalars.slices});
+      for (int k = 0; k < L.scalars.slices; ++k) depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
+    }
+    upload(depth_slice_, depth_slice.data(), depth_slice.size());
+    halo_in_.reserve(3 * n);
+    float* image = halo_in_.get();
+    float* sx = image + n;
+    float* sy = sx + n;
+    halo_bin_kernel<<<blocks_for(n), kThreads>>>(h, hg, depth_slice_.get(), stack_slices, halo_image_.get(),
+                                                 halo_variance_.get(), image, sx, sy);
+    PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
+    PD_CUDA_CHECK(cudaStreamSynchronize(0));
+    stack_out_.reserve(n);
+    SuperpositionInput in;
+    in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
+    in.image = {image, n};
+    in.sigma_x_px = {sx, n};
+    in.sigma_y_px = {sy, n};
+    superposer_.superpose_device(in, stack_out_.get());
+    const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
+    zero(halo_bev_, halo_bev_pixels);
+    upload(stack_layers_, sl.data(), sl.size());
+    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads>>>(stack_out_.get(), hplane, hg.slices,
+                                                                 stack_layers_.get(), static_cast<int>(sl.size()),
+                                                                 halo_bev_.get());
+    PD_CUDA_CHECK_LAUNCH("accumulate_kernel (halo)");
+    resample_into_beam(hg, halo_bev_.get(), beam_from_out_index);
+  }
+
+  void resample(const BevGeometry& g, const kernels::Affine3& beam_from_out_index) override {
+    resample_into_beam(g, bev_.get(), beam_from_out_index);
+  }
+
+  BeamDoseCheck finish_beam(bool dose_to_water) override {
+    const std::size_t n = og_.voxel_count();
+    struct Sums {
+      unsigned long long first_bad;
+      double dose_times_density;
+    } sums{ULLONG_MAX, 0.0};
+    sums_.reserve(sizeof(Sums));
+    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    auto* d = reinterpret_cast<Sums*>(sums_.get());
+    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? out_rsp_.get() : out_density_.get(), n,
+                                               plan_.get(), &d->first_bad, &d->dose_times_density);
+    PD_CUDA_CHECK_LAUNCH("finish_kernel");
+    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    BeamDoseCheck c;
+    c.dose_times_density = sums.dose_times_density;
+    if (sums.first_bad != ULLONG_MAX) {
+      c.first_bad_voxel = static_cast<long long>(sums.first_bad);
+      PD_CUDA_CHECK(cudaMemcpy(&c.bad_value, beam_.get() + sums.first_bad, sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    return c;
+  }
+
+  Volume<float> beam_dose() override { return download(beam_); }
+  Volume<float> plan_dose() override { return download(plan_); }
+
+ private:
+  Volume<float> download(const DeviceBuffer<float>& d) {
+    Volume<float> v(og_, 0.0f);
+    PD_CUDA_CHECK(cudaMemcpy(v.data.data(), d.get(), v.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return v;
+  }
+
+  void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
+    const std::size_t n = og_.voxel_count();
+    resample_kernel<<<blocks_for(n), kThreads>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
+                                                 beam_.get());
+    PD_CUDA_CHECK_LAUNCH("resample_kernel");
+  }
+
+  /// Packs every layer's tables into one double array, uploads it with one
+  /// copy, and builds the device LayerTables with pointers into it.
+  void upload_layer_tables(const std::vector<HostLayerTables>& layers) {
+    std::vector<double>& pack = pack_;
+    pack.clear();
+    struct Offsets {
+      std::size_t fluence, depth, idd, cidd, energy, scattering, halo_weight, halo_sigma, air_x, air_y;
+    };
+    std::vector<Offsets> offsets;
+    const auto append = [&](const std::vector<double>& v) {
+      const std::size_t at = pack.size();
+      pack.insert(pack.end(), v.begin(), v.end());
+      return at;
+    };
+    for (const HostLayerTables& h : layers)
+      offsets.push_back({append(h.fluence), append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd),
+                         append(h.energy_mev), append(h.scattering_factor), append(h.halo_weight),
+                         append(h.halo_sigma_mm), append(h.air_sigma_x_mm), append(h.air_sigma_y_mm)});
+    upload(layer_pack_, pack.data(), pack.size());
+    const double* base = layer_pack_.get();
+    std::vector<kernels::LayerTables> tables;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const HostLayerTables& h = layers[i];
+      const Offsets& o = offsets[i];
+      kernels::LayerTables t = h.scalars;
+      t.fluence = base + o.fluence;
+      t.curve_depth_mm = base + o.depth;
+      t.curve_idd = base + o.idd;
+      t.curve_cidd = base + o.cidd;
+      t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+      t.energy_mev = base + o.energy;
+      t.scattering_factor = base + o.scattering;
+      t.halo_weight = h.halo_weight.empty() ? nullptr : base + o.halo_weight;
+      t.halo_sigma_mm = h.halo_sigma_mm.empty() ? nullptr : base + o.halo_sigma;
+      t.wepl_nodes = static_cast<int>(h.energy_mev.size());
+      t.air_sigma_x_mm = base + o.air_x;
+      t.air_sigma_y_mm = base + o.air_y;
+      tables.push_back(t);
+    }
+    upload(device_layers_, tables.data(), tables.size());
+  }
+
+  int device_;
+  DeviceSuperposer superposer_;
+  const PatientVolumes* patient_ = nullptr;
+  std::uint64_t patient_id_ = 0;
+  Grid3 og_;
+  std::size_t bev_pixels_ = 0;
+  std::vector<double> pack_;
+  DeviceBuffer<float> rsp_, density_, out_rsp_, out_density_, plan_, beam_;
+  DeviceBuffer<double> inverse_length_, doubles_, layer_pack_;
+  DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
+  DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
+  DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
+  DeviceBuffer<char> sums_;
+  DeviceBuffer<StackLayer> stack_layers_;
+  DeviceBuffer<kernels::LayerTables> device_layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<BeamExecutor> make_gpu_beam_executor(SuperpositionMethod method, const SuperpositionOptions& options) {
+  return std::make_unique<GpuBeamExecutor>(method, options);
+}
+
+}  // namespace protondose::engine

@@ -1,0 +1,186 @@
+// The oracle ladder for the whole engine: the GPU backends against the CPU
+// backend on one heterogeneous case (shared/docs/style.md). Skips with a
+// message where no GPU is usable (CPU-only builds, CI).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "protondose/engine/dose_engine.h"
+#include "protondose/physics/beam_model.h"
+#include "protondose/physics/hu_curve.h"
+
+namespace pe = protondose::engine;
+using protondose::Grid3;
+using protondose::Volume;
+
+namespace {
+
+/// The bundled example's geometry (scripts/make-example) at 2 mm: an elliptic
+/// water cylinder with a bone rod and a lung insert; two opposed beams of 11
+/// layers × 81 spots.
+protondose::CtImage heterogeneous_ct() {
+  protondose::CtImage ct;
+  Grid3 g;
+  g.size = {96, 96, 72};
+  g.spacing_mm = {2, 2, 2};
+  g.origin_mm = {-95, -95, -71};
+  ct.hu = Volume<float>(g, -1000.0f);
+  for (int k = 0; k < g.size[2]; ++k)
+    for (int j = 0; j < g.size[1]; ++j)
+      for (int i = 0; i < g.size[0]; ++i) {
+        const protondose::Vec3 p = g.position_mm(i, j, k);
+        const double x = p[0], y = p[1];
+        float hu = -1000;
+        if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
+        if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
+        if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
+        ct.hu.at(i, j, k) = hu;
+      }
+  ct.patient_position = "HFS";
+  return ct;
+}
+
+protondose::IonPlan two_beam_plan() {
+  protondose::IonPlan plan;
+  plan.label = "backends";
+  for (int n = 0; n < 2; ++n) {
+    protondose::IonBeam b;
+    b.number = n + 1;
+    b.machine_name = "DCPT_ProBeam_v5";
+    b.gantry_angle_deg = n == 0 ? 90 : 270;
+    for (int li = 0; li < 11; ++li) {
+      protondose::EnergyLayer layer;
+      layer.nominal_energy_mev = std::pow((105.0 - 5 * li) / 10.0 / 0.0022, 1 / 1.77);
+      for (int y = -24; y <= 24; y += 6)
+        for (int x = -24; x <= 24; x += 6) layer.spots.push_back({double(x), double(y), 0.03 - 0.002 * li});
+      b.layers.push_back(layer);
+    }
+    plan.beams.push_back(b);
+  }
+  return plan;
+}
+
+/// What differs between the cases of the ladder: each exercises a path of the
+/// GPU executor that the default case does not.
+struct Variant {
+  const char* name;
+  bool range_shifter = false;        ///< a 30 mm WET shifter on beam 1 (shifter moments, drift)
+  double output_grid_mm = 0;         ///< 0: the CT grid; else a coarser dose grid (resampling, energy balance)
+  bool split_layers = false;         ///< a stack budget far below one beam: one group per layer or so
+  bool dose_to_medium = false;
+  double couch_deg = 0;              ///< non-coplanar beams (the geometry's rotations)
+  bool keep_per_beam = false;
+};
+
+const Variant kVariants[] = {
+    {"default"},
+    {"shifter, 3 mm grid, layer groups", true, 3.0, true},
+    {"dose to medium, couch 30 deg, per beam", false, 0, false, true, 30.0, true},
+};
+
+pe::DoseResult compute(pe::Backend backend, const Variant& v = kVariants[0]) {
+  pe::DoseEngineOptions o;
+  o.backend = backend;
+  if (v.output_grid_mm > 0) o.output_spacing_mm = v.output_grid_mm;
+  if (v.split_layers) o.max_stack_bytes = std::size_t{24} << 20;  // 1 M pixels
+  if (v.dose_to_medium) o.quantity = pe::DoseQuantity::kDoseToMedium;
+  o.keep_per_beam = v.keep_per_beam;
+  protondose::IonPlan plan = two_beam_plan();
+  for (auto& b : plan.beams) b.couch_angle_deg = v.couch_deg;
+  if (v.range_shifter) {
+    protondose::RangeShifter rs;
+    rs.id = "RS30";
+    rs.water_equivalent_thickness_mm = 30;
+    rs.isocenter_to_shifter_mm = 300;
+    plan.beams[0].range_shifters.push_back(rs);
+  }
+  const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                              protondose::physics::default_hu_curve(), o);
+  const pe::DoseResult r = engine.compute(heterogeneous_ct(), plan);
+  const auto& t = r.timings;
+  std::printf("%-10s total %.3f s: HU %.3f, rays %.3f, layers %.3f, KS %.3f, halo %.3f, resample %.3f, checks %.3f "
+              "(%s; %zu spots)\n",
+              pe::backend_name(backend), t.total_s, t.hu_conversion_s, t.ray_tracing_s, t.layer_images_s,
+              t.superposition_s, t.nuclear_halo_s, t.resampling_s, t.checks_s, r.superposition_method.c_str(), r.spots);
+  return r;
+}
+
+double worst_difference(const protondose::Volume<float>& a, const protondose::Volume<float>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(a.data[i]) - b.data[i]));
+  return worst;
+}
+
+void expect_matches_cpu(pe::Backend backend) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  static const pe::DoseResult cpu = compute(pe::Backend::kCpu);
+  compute(backend);  // warm-up: CUDA context, allocations
+  const pe::DoseResult gpu = compute(backend);
+  EXPECT_NEAR(gpu.energy.expected_mev / cpu.energy.expected_mev, 1.0, 1e-6);
+  EXPECT_NEAR(gpu.energy.deposited_mev / cpu.energy.deposited_mev, 1.0, 1e-5);
+  ASSERT_GT(cpu.max_dose_gy, 0.0);
+  ASSERT_EQ(cpu.dose_gy.data.size(), gpu.dose_gy.data.size());
+  double worst = 0;
+  std::size_t above = 0;
+  for (std::size_t i = 0; i < cpu.dose_gy.data.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(gpu.dose_gy.data[i]) - cpu.dose_gy.data[i]));
+    if (cpu.dose_gy.data[i] > 0.1 * cpu.max_dose_gy) ++above;
+  }
+  std::printf("%s vs cpu: max |dD| = %.3g of Dmax over %zu voxels (%zu above 10 %%)\n", pe::backend_name(backend),
+              worst / cpu.max_dose_gy, cpu.dose_gy.data.size(), above);
+  EXPECT_GT(above, 10000u);
+  // GPU vs CPU backends: max |ΔD| ≤ 1e-4 of D_max (physics-and-method.md §3).
+  EXPECT_LE(worst, 1e-4 * cpu.max_dose_gy);
+}
+
+}  // namespace
+
+TEST(EngineBackends, GpuScatterMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpu); }
+
+class EngineBackendVariants : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineBackendVariants, GpuScatterMatchesTheCpuBackend) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const Variant& v = kVariants[GetParam()];
+  const pe::DoseResult cpu = compute(pe::Backend::kCpu, v);
+  const pe::DoseResult gpu = compute(pe::Backend::kGpu, v);
+  ASSERT_GT(cpu.max_dose_gy, 0.0);
+  ASSERT_EQ(cpu.dose_gy.grid, gpu.dose_gy.grid);
+  ASSERT_EQ(cpu.beams.size(), gpu.beams.size());
+  const double worst = worst_difference(cpu.dose_gy, gpu.dose_gy);
+  std::printf("%s: gpu vs cpu max |dD| = %.3g of Dmax; energy expected %.6g vs %.6g MeV, deposited %.6g vs %.6g MeV\n",
+              v.name, worst / cpu.max_dose_gy, gpu.energy.expected_mev, cpu.energy.expected_mev,
+              gpu.energy.deposited_mev, cpu.energy.deposited_mev);
+  EXPECT_LE(worst, 1e-4 * cpu.max_dose_gy) << v.name;
+  EXPECT_NEAR(gpu.energy.deposited_mev / cpu.energy.deposited_mev, 1.0, 1e-5) << v.name;
+  for (std::size_t b = 0; b < cpu.beams.size(); ++b) {
+    EXPECT_EQ(cpu.beams[b].bev_size, gpu.beams[b].bev_size) << v.name;
+    if (v.keep_per_beam) {
+      ASSERT_EQ(gpu.beams[b].dose_gy.data.size(), cpu.beams[b].dose_gy.data.size());
+      EXPECT_LE(worst_difference(cpu.beams[b].dose_gy, gpu.beams[b].dose_gy), 1e-4 * cpu.max_dose_gy) << v.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EngineBackendVariants, ::testing::Range(0, 3));
+
+TEST(EngineBackends, PreparedCtStaysWarmAndGivesTheSameDose) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  pe::DoseEngineOptions o;
+  o.backend = pe::Backend::kGpu;
+  const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                              protondose::physics::default_hu_curve(), o);
+  const auto ct = engine.prepare(heterogeneous_ct());
+  const pe::DoseResult first = engine.compute(*ct, two_beam_plan());
+  const pe::DoseResult second = engine.compute(*ct, two_beam_plan());
+  EXPECT_EQ(second.timings.hu_conversion_s, 0.0);
+  // The KS scatter accumulates with float atomics: not bitwise, but far below 1e-5 of Dmax.
+  EXPECT_LE(worst_difference(first.dose_gy, second.dose_gy), 1e-5 * first.max_dose_gy);
+  std::printf("warm compute on a prepared CT: %.4f s (first %.4f s)\n", second.timings.total_s, first.timings.total_s);
+}
+TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpuGather); }
