@@ -13,7 +13,9 @@ namespace protondose::physics {
 namespace {
 
 // kSoukup2005: Soukup, Fippel & Alber, Phys Med Biol 50:5089 (2005), the halo
-// weight and width of their Monte Carlo-derived pencil beam (z, R in mm):
+// weight and width of their Monte Carlo-derived pencil beam (z, R in mm), as
+// transcribed by da Silva et al. 2015 (Front Oncol 5:281, their code's table)
+// and Bhattacharya et al. 2025 (J Appl Clin Med Phys 26:e70093):
 //   W   = 0.052 ln(1.13 + z/(11.2 − 0.023 R)) + 0.35 (0.0017 R² − R)/((R + 3)² − z²)
 //         − 1.61e-9 z (R + 3)²
 //   σ_N = 2.85 + 0.0014 R ln(z + 3) + 0.06 z − 7.4e-5 z² − 0.22 R/(z − R − 5)²

@@ -8,26 +8,28 @@
 ///
 /// Two parameterisations, chosen by HaloModel:
 ///
-/// kSoukup2005 — the published parameterisation of Soukup,
-/// Fippel & Alber, "A pencil beam algorithm for intensity modulated proton
-/// therapy derived from Monte Carlo simulations", Phys Med Biol 50:5089–5104
-/// (2005), fitted there to Monte Carlo pencil beams in water. With z the WEPL
-/// and R the range, both in mm:
+/// kSoukup2005 — the published parameterisation of Soukup, Fippel & Alber,
+/// "A pencil beam algorithm for intensity modulated proton therapy derived from
+/// Monte Carlo simulations", Phys Med Biol 50:5089–5104 (2005). The paper was
+/// not available to this project: the formulas are those of two independent
+/// implementations that attribute them to it (below), checked against each
+/// other. With z the WEPL and R the range, both in mm:
 ///   W(z)   = 0.052 ln(1.13 + z / (11.2 − 0.023 R))
 ///            + 0.35 (0.0017 R² − R) / ((R + 3)² − z²) − 1.61e-9 z (R + 3)²
 ///   σ_N(z) = 2.85 + 0.0014 R ln(z + 3) + 0.06 z − 7.4e-5 z² − 0.22 R / (z − R − 5)²   [mm]
 /// σ_N is the width the nuclear component adds to the core in quadrature:
 ///   σ_halo² = σ_core² + σ_N²,
-/// as in the two implementations of this parameterisation that we could check
-/// against each other: da Silva et al. 2015 (their GPU code's Soukup table,
-/// reproduced by these formulas to 4 significant digits) and Bhattacharya et al.,
-/// J Appl Clin Med Phys 26:e70093 (2025). Choices of this project (documented
+/// as in both implementations: da Silva et al. 2015 (their GPU code's Soukup
+/// table, reproduced by these formulas to 4 significant digits) and
+/// Bhattacharya et al., J Appl Clin Med Phys 26:e70093 (2025) (DoseCUDA). Choices of this project (documented
 /// in the docs page): R = the PSTAR CSDA range of E (≈ R80); W and σ_N are
 /// held at their value at z = R for z > R (both formulas have poles just beyond
-/// R, at z = R + 3 and R + 5 mm); W < 0 (the first ≲ 1 mm below 70 MeV) is 0.
+/// R, at z = R + 3 and R + 5 mm); W < 0 (within the first millimetre at the
+/// lowest energies) is 0.
 ///
-/// kMcsquareFit (the default, kDefaultHaloModel) — the earlier model of this project: W = κ w (1 − b t),
-/// σ_halo = R0 (a + c t) + d (t = w/R0), five parameters fitted to the
+/// kMcsquareFit (the default, kDefaultHaloModel) — the earlier model of this
+/// project: W = κ w (1 − b t), σ_halo = R0 (a + c t) + d (t = w/R0), five
+/// parameters fitted to the
 /// containment fractions of the project's MCsquare reference
 /// (shared/reference/dcpt-v5-water-idd/idd_lateral_containment.csv). Not a
 /// published parameterisation; σ_halo is the total halo width.
@@ -51,13 +53,13 @@ inline constexpr HaloModel kDefaultHaloModel = HaloModel::kMcsquareFit;
 /// Short stable name of a model ("soukup-2005", "mcsquare-fit").
 const char* halo_model_name(HaloModel model) noexcept;
 
-/// Soukup et al. (2005) halo weight W(z, R) exactly as published, without this
+/// Soukup et al. (2005) halo weight W(z, R) as transcribed above, without this
 /// project's clamping (W may be < 0 just below the surface at low energy, and
 /// has a pole at z = R + 3 mm). depth_mm = z, range_mm = R, both mm.
 /// Inner-loop helper: arguments are trusted.
 double soukup_halo_weight(double depth_mm, double range_mm);
 
-/// Soukup et al. (2005) added halo width σ_N(z, R), mm, exactly as published
+/// Soukup et al. (2005) added halo width σ_N(z, R), mm, as transcribed above
 /// (pole at z = R + 5 mm). Arguments as soukup_halo_weight.
 double soukup_halo_added_sigma_mm(double depth_mm, double range_mm);
 
