@@ -287,6 +287,10 @@ HuCurve default_hu_curve() {
   return load_hu_curve_csv((shipped_data_dir() / "hu-curves" / kDefaultHuCurveFile).string());
 }
 
+HuCurve monte_carlo_reference_hu_curve() {
+  return load_hu_curve_csv((shipped_data_dir() / "hu-curves" / kMonteCarloReferenceHuCurveFile).string());
+}
+
 const char* hu_coverage_policy_name(HuCoveragePolicy policy) noexcept {
   switch (policy) {
     case HuCoveragePolicy::kError: return "error";

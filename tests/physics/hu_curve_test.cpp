@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -226,6 +228,63 @@ TEST(HuCurveCsv, ReferenceCalibrationsLoad) {
     EXPECT_NEAR(curve.mass_density_g_cm3(1300.0), 1.70, 1e-12) << c;
     EXPECT_DOUBLE_EQ(curve.rsp(0.0), 1.0) << c;
   }
+}
+
+TEST(HuCurveCsv, DefaultIsTheStoichiometricCurveAndTheMonteCarloCurveIsShippedByName) {
+  EXPECT_STREQ(kDefaultHuCurveFile, "schneider2000_stoichiometric.csv");
+  EXPECT_NE(default_hu_curve().source().find("schneider2000_stoichiometric.csv"), std::string::npos);
+  const HuCurve mc = monte_carlo_reference_hu_curve();
+  EXPECT_NE(mc.source().find("dcpt_mcsquare_4tissue.csv"), std::string::npos);
+  // The shipped copy is the reference's own calibration (shared/reference/*/hu_calibration.csv).
+  const HuCurve reference =
+      load_hu_curve_csv(std::string(PROTONDOSE_SHARED_DIR) + "/reference/water_dcpt/hu_calibration.csv");
+  ASSERT_EQ(mc.points().size(), reference.points().size());
+  for (std::size_t i = 0; i < mc.points().size(); ++i) {
+    EXPECT_DOUBLE_EQ(mc.points()[i].hu, reference.points()[i].hu) << i;
+    EXPECT_DOUBLE_EQ(mc.points()[i].rsp, reference.points()[i].rsp) << i;
+    EXPECT_DOUBLE_EQ(mc.points()[i].mass_density_g_cm3, reference.points()[i].mass_density_g_cm3) << i;
+  }
+}
+
+// The stoichiometric curve's stopping-power physics against an independent
+// source: MCsquare's own mass stopping-power ratios to water at 100 MeV for ICRP
+// lung and cortical bone (shared/reference/water_dcpt/hu_calibration.csv). The
+// curve's "lung" and densest bone group ("marrow/bone 15") have the ICRP lung
+// and cortical-bone compositions (Schneider et al. 2000), so RSP/ρ at those
+// tissue points must match MCsquare's ratios to the accuracy of the Bethe
+// formula with ICRU 37 I-values (stated: 1 %).
+TEST(HuCurveCsv, StoichiometricMassStoppingPowerRatiosMatchMonteCarloMaterials) {
+  std::map<std::string, double> mc_ratio;
+  {
+    std::ifstream in(std::string(PROTONDOSE_SHARED_DIR) + "/reference/water_dcpt/hu_calibration.csv");
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      std::string x;
+      while (std::getline(ss, x, ',')) f.push_back(x);
+      mc_ratio[f[2]] = std::stod(f[4]);
+    }
+  }
+  ASSERT_TRUE(mc_ratio.count("Lung (ICRP)") && mc_ratio.count("Bone_Cortical (ICRP)"));
+  std::map<std::string, double> curve_ratio;
+  {
+    std::ifstream in(std::string(PROTONDOSE_DATA_DIR) + "/hu-curves/" + kDefaultHuCurveFile);
+    std::string line;
+    while (std::getline(in, line) && line.rfind("HU,", 0) != 0) {
+    }
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      std::string x;
+      while (std::getline(ss, x, ',')) f.push_back(x);
+      if (f[3] == "lung" || f[3] == "marrow/bone 15") curve_ratio[f[3]] = std::stod(f[1]) / std::stod(f[2]);
+    }
+  }
+  ASSERT_EQ(curve_ratio.size(), 2u);
+  EXPECT_NEAR(curve_ratio["lung"], mc_ratio["Lung (ICRP)"], 0.01);
+  EXPECT_NEAR(curve_ratio["marrow/bone 15"], mc_ratio["Bone_Cortical (ICRP)"], 0.01);
 }
 
 TEST(HuCurveCsv, DefaultCurveLoadsAndCoversCtRange) {

@@ -109,13 +109,24 @@ class HuCurve {
 ///         any HuCurve validation failure.
 HuCurve load_hu_curve_csv(const std::string& path);
 
-/// Name of the shipped default curve file under data/hu-curves/.
-inline constexpr const char* kDefaultHuCurveFile = "dcpt_mcsquare_4tissue.csv";
+/// Name of the shipped default curve file under data/hu-curves/: a
+/// stoichiometric-style curve (Schneider, Pedroni & Lomax, PMB 41:111, 1996;
+/// tissues and densities of Schneider, Bortfeld & Schlegel, PMB 45:459, 2000).
+inline constexpr const char* kDefaultHuCurveFile = "schneider2000_stoichiometric.csv";
+
+/// Name of the shipped curve of the project's Monte Carlo references (MCsquare's
+/// 4-material calibration of shared/reference/{water,slab}_dcpt): comparisons
+/// with those references must use this one, not the default.
+inline constexpr const char* kMonteCarloReferenceHuCurveFile = "dcpt_mcsquare_4tissue.csv";
 
 /// The shipped default curve, read from shipped_data_dir()/hu-curves/ (range_energy.h)
-/// (see data/hu-curves/README.md for its source).
+/// (see data/hu-curves/README.md for its source and why it is the default).
 /// \throws IoError / DataError as load_hu_curve_csv.
 HuCurve default_hu_curve();
+
+/// The shipped curve named kMonteCarloReferenceHuCurveFile.
+/// \throws IoError / DataError as load_hu_curve_csv.
+HuCurve monte_carlo_reference_hu_curve();
 
 /// Short stable name of a policy ("error", "clamp-to-ends").
 const char* hu_coverage_policy_name(HuCoveragePolicy policy) noexcept;
