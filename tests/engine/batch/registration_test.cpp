@@ -373,3 +373,23 @@ TEST(Registration, TheDoseGridMustMapBackOntoTheCtGrid) {
   other.origin_mm[0] += 0.5;
   EXPECT_THROW(pe::dose_in_ct_frame(dose, turn, other), protondose::InternalError);
 }
+
+TEST(BatchRegistration, ARegisteredPlanTakesItsOwnSetupPositionAndIsNotFrameCheckedAgainstTheCt) {
+  const std::string plan_path = std::string(PROTONDOSE_SHARED_DIR) +
+                                "/data/ion-plans/dcpt/plan02_mono/RN.1.2.246.352.71.5.37402163639.178320.20221207095327.dcm";
+  const auto detailed = protondose::dicom::read_ion_plan_detailed(plan_path);
+  ASSERT_FALSE(detailed.beams.empty());
+  const std::string plan_position = detailed.beams[0].patient_position;
+  ASSERT_FALSE(plan_position.empty());
+  protondose::CtImage ct;
+  ct.frame_of_reference_uid = kNewCtFrame;
+  ct.patient_position = plan_position == "FFS" ? "HFS" : "FFS";  // the new CT scanned otherwise
+  protondose::CtImage registered = ct;
+  const protondose::IonPlan plan = pe::dicom_io::read_plan_for_ct(plan_path, "ct_new", registered, true);
+  EXPECT_NE(plan.frame_of_reference_uid, kNewCtFrame);
+  EXPECT_EQ(registered.patient_position, plan_position);
+  // Without a registration, the same inputs are a frame-of-reference mismatch.
+  protondose::CtImage plain = ct;
+  EXPECT_THROW(pe::dicom_io::read_plan_for_ct(plan_path, "ct_new", plain), protondose::InputError);
+  EXPECT_EQ(plain.patient_position, ct.patient_position);
+}
