@@ -41,3 +41,22 @@ TEST(RigidTransform, RejectsScalingShearReflectionAndNonFiniteValues) {
             }).find("element 4 of 16 is not finite"),
             std::string::npos);
 }
+
+TEST(RigidTransform, ARotationWrittenWithSixDecimalsBecomesExactlyOrthonormal) {
+  // cos 30° and sin 30° to six decimals: R^T R deviates from I by about 1e-7.
+  const RigidTransform t = protondose::rigid_transform_from_matrix(
+      {0.866025, -0.5, 0, 10, 0.5, 0.866025, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, "rounded");
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      double dot = 0;
+      for (int k = 0; k < 3; ++k) dot += t.rotation[k][a] * t.rotation[k][b];
+      EXPECT_NEAR(dot, a == b ? 1.0 : 0.0, 1e-15);
+    }
+  EXPECT_NEAR(t.rotation[0][0], 0.866025, 1e-6);
+  EXPECT_NEAR(t.rotation[1][0], 0.5, 1e-6);
+  EXPECT_EQ(t.translation_mm[0], 10.0);
+  // There and back lands on the point, to rounding.
+  const protondose::Vec3 p{123.4, -56.7, 89.0};
+  const protondose::Vec3 q = t.inverse().apply(t.apply(p));
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(q[c], p[c], 1e-12);
+}

@@ -1,5 +1,6 @@
 #include "protondose/core/rigid_transform.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -59,6 +60,40 @@ RigidTransform operator*(const RigidTransform& a, const RigidTransform& b) {
   return m;
 }
 
+namespace {
+
+using Mat3 = std::array<std::array<double, 3>, 3>;
+
+/// The orthogonal factor of the polar decomposition of a near-rotation, by
+/// Newton's iteration R ← (R + R⁻ᵀ)/2 (Higham, "Computing the polar
+/// decomposition", SIAM J Sci Stat Comput 7:1160, 1986); from |RᵀR − I| ≤ 1e-5 it
+/// converges to rounding in two or three steps.
+Mat3 nearest_rotation(Mat3 r) {
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    const double det = r[0][0] * (r[1][1] * r[2][2] - r[1][2] * r[2][1]) -
+                       r[0][1] * (r[1][0] * r[2][2] - r[1][2] * r[2][0]) +
+                       r[0][2] * (r[1][0] * r[2][1] - r[1][1] * r[2][0]);
+    // R⁻ᵀ = cofactor matrix / det.
+    Mat3 inv_t{};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const int i1 = (i + 1) % 3, i2 = (i + 2) % 3, j1 = (j + 1) % 3, j2 = (j + 2) % 3;
+        inv_t[i][j] = (r[i1][j1] * r[i2][j2] - r[i1][j2] * r[i2][j1]) / det;
+      }
+    double change = 0.0;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        const double next = 0.5 * (r[i][j] + inv_t[i][j]);
+        change = std::max(change, std::abs(next - r[i][j]));
+        r[i][j] = next;
+      }
+    if (change < 1e-16) break;
+  }
+  return r;
+}
+
+}  // namespace
+
 RigidTransform rigid_transform_from_matrix(const std::array<double, 16>& v, const std::string& what) {
   for (int i = 0; i < 16; ++i)
     if (!std::isfinite(v[i])) {
@@ -103,6 +138,7 @@ RigidTransform rigid_transform_from_matrix(const std::array<double, 16>& v, cons
     m << what << ": the 3 x 3 part has determinant " << det << " (a reflection); a rigid map has determinant +1";
     throw InputError(m.str());
   }
+  t.rotation = nearest_rotation(t.rotation);
   return t;
 }
 

@@ -301,6 +301,24 @@ TEST(BatchRegistration, AComparisonInputInThePlansFrameIsRefusedNotComparedAcros
   EXPECT_DOUBLE_EQ(good.metrics["gamma"]["pass_rate_percent"].get<double>(), 100.0);
 }
 
+TEST(BatchRegistration, AnObliqueRotationWrittenWithSixDecimalsIsComputedOnTheCtsGrid) {
+  // A clinical-looking REG: 30 deg about z, the values rounded to six decimals
+  // (R^T R off the identity by ~1e-7); the dose must come back on the CT's grid.
+  const auto dir = batch_test::fresh_dir();
+  const RegisteredCase c(dir, {0.866025, -0.5, 0, 3.25, 0.5, 0.866025, 0, -1.5, 0, 0, 1, 2, 0, 0, 0, 1}, false);
+  pe::BatchJob coarse = c.registered_job("oblique_coarse");
+  coarse.grid_mm = 5;
+  const pe::BatchSummary s = pe::run_batch(manifest_of(dir, {c.registered_job("oblique"), coarse}),
+                                           batch_test::fast_options(dir), batch_test::test_io());
+  ASSERT_TRUE(s.all_succeeded()) << pe::format_summary_table(s);
+  const protondose::CtImage new_ct = protondose::dicom::read_ct_series((dir / "ct_new").string());
+  const auto dose = read_dose(c.registered_job("oblique").out_path);
+  EXPECT_EQ(dose.grid.size, new_ct.hu.grid.size);
+  for (int a = 0; a < 3; ++a) EXPECT_NEAR(dose.grid.origin_mm[a], new_ct.hu.grid.origin_mm[a], 1e-6);
+  EXPECT_GT(max_of(dose), 0.0f);
+  EXPECT_EQ(read_dose(coarse.out_path).grid.size, pe::output_grid(new_ct.hu.grid, 5.0).size);
+}
+
 TEST(BatchRegistration, AChangedRegistrationIsRecomputedOnTheRerun) {
   const auto dir = batch_test::fresh_dir();
   const RegisteredCase c(dir, reg_translation(4, 0, 0));
