@@ -25,6 +25,7 @@
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
 #include "protondose/engine/dose_engine.h"
+#include "protondose/engine/registration.h"
 #include "protondose/physics/beam_model.h"
 
 namespace protondose::engine {
@@ -301,6 +302,7 @@ json to_json(const JobRecord& r) {
          {"metrics", r.metrics}};
   if (!r.category.empty()) j["category"] = r.category;
   if (!r.message.empty()) j["message"] = r.message;
+  if (!r.registration.is_null()) j["registration"] = r.registration;
   return j;
 }
 
@@ -322,6 +324,7 @@ JobRecord job_record_from_json(const json& j) {
   if (j.contains("metrics")) r.metrics = j["metrics"];
   r.category = j.value("category", "");
   r.message = j.value("message", "");
+  if (j.contains("registration")) r.registration = j["registration"];
   return r;
 }
 
@@ -416,6 +419,7 @@ json job_fingerprint(const BatchJob& job, const BatchOptions& options, std::map<
   if (!job.structures_path.empty()) inputs["structures"] = sum(job.structures_path);
   if (!job.reference_dose_path.empty()) inputs["reference_dose"] = sum(job.reference_dose_path);
   if (!job.machine.empty() && fs::exists(job.machine)) inputs["machine"] = sum(job.machine);
+  if (!job.registration_path.empty()) inputs["registration"] = sum(job.registration_path);
   std::vector<std::string> flags;
   for (const auto& f : options.flags) flags.push_back(f.text);
   json o{{"shift_mm", job.shift_mm},
@@ -499,6 +503,9 @@ struct WorkItem {
   JobRecord record;
   bool failed = false;
   std::shared_ptr<const CtImage> ct;  ///< the cached CT (or the job's own copy when the plan filled a field)
+  /// With a registration: the CT re-expressed in the plan's frame (computed on; released after compute).
+  std::shared_ptr<const CtImage> plan_frame_ct;
+  std::optional<RigidTransform> ct_from_plan;  ///< with a registration: the plan's frame onto the CT's
   IonPlan plan;
   Volume<float> plan_dose_gy;
   Clock::time_point started;
@@ -598,6 +605,9 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
     remove_stale_temporaries(job.out_path);
     try {
       w.fingerprint = job_fingerprint(job, options, &checksums);
+      if (!job.registration_path.empty())
+        w.record.registration = {{"file", job.registration_path},
+                                 {"checksum", w.fingerprint["inputs"]["registration"]}};
     } catch (const std::exception& e) {
       w.failed = true;
       fail(w.record, e);
@@ -676,8 +686,22 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
           probe.patient_name = ct->patient_name;
           probe.series_instance_uid = ct->series_instance_uid;
           probe.hu.grid = ct->hu.grid;
-          item->plan = shifted_plan(io.read_plan(*item->job, probe), item->job->shift_mm);
-          if (probe.patient_position != ct->patient_position) {
+          const IonPlan plan = io.read_plan(*item->job, probe);
+          if (!item->job->registration_path.empty()) {
+            // The plan's frame onto the CT's: compute on the CT re-expressed in the
+            // plan's frame (registration.h), the plan and its shift as planned.
+            if (!io.read_registration)
+              throw UnavailableError("job '" + item->job->id +
+                                     "': key 'registration': this program has no Spatial Registration reader");
+            const RigidTransform ct_from_plan =
+                io.read_registration(*item->job, plan.frame_of_reference_uid, ct->frame_of_reference_uid);
+            item->ct_from_plan = ct_from_plan;
+            item->record.registration["ct_from_plan"] = ct_from_plan.matrix_row_major();
+            item->plan_frame_ct = std::make_shared<const CtImage>(
+                ct_in_plan_frame(*ct, ct_from_plan, plan.frame_of_reference_uid, probe.patient_position));
+          }
+          item->plan = shifted_plan(plan, item->job->shift_mm);
+          if (item->job->registration_path.empty() && probe.patient_position != ct->patient_position) {
             auto own = std::make_shared<CtImage>(*ct);
             own->patient_position = probe.patient_position;
             ct = own;
@@ -740,8 +764,15 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
                                                                   *curve_for(job.hu_curve, job.rsp_scale), o))
                        .first;
             }
-            const DoseResult d = it->second->compute(*item->ct, item->plan);
+            const DoseResult d = it->second->compute(item->plan_frame_ct ? *item->plan_frame_ct : *item->ct, item->plan);
             item->plan_dose_gy = d.dose_gy;
+            if (item->ct_from_plan) {
+              // Back to the CT's frame, on the grid a job without registration gets.
+              item->plan_dose_gy = dose_in_ct_frame(std::move(item->plan_dose_gy), *item->ct_from_plan,
+                                                    output_grid(item->ct->hu.grid, job.grid_mm));
+              item->plan.frame_of_reference_uid = item->ct->frame_of_reference_uid;
+              item->plan_frame_ct.reset();
+            }
             for (float& v : item->plan_dose_gy.data) v = static_cast<float>(v * d.fractions);
             r.max_dose_gy = d.max_dose_gy * d.fractions;
           } catch (const std::exception& e) {
@@ -765,7 +796,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
         try {
           io.write_dose(*item->job, item->plan_dose_gy, item->plan, *item->ct);
           if (io.evaluate && (!item->job->reference_dose_path.empty() || !item->job->structures_path.empty()))
-            r.metrics = io.evaluate(*item->job, item->plan_dose_gy);
+            r.metrics = io.evaluate(*item->job, item->plan_dose_gy, *item->ct);
           r.flags = evaluate_flags(options.flags, r.metrics);
           r.status = "ok";
         } catch (const std::exception& e) {
@@ -787,6 +818,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
       }
       item->plan_dose_gy = Volume<float>();
       item->ct.reset();
+      item->plan_frame_ct.reset();
       // A records file that cannot be written ends the batch after the queue
       // drains (the outputs already written stay valid); never terminate().
       try {

@@ -294,7 +294,6 @@ Manifest parse_manifest_csv(const std::string& text, const std::string& path, co
 
 void validate_manifest(const Manifest& m) {
   std::vector<std::string> problems;
-  std::vector<std::string> unsupported;
   std::map<std::string, const BatchJob*> by_id;
   std::map<std::string, const BatchJob*> by_out;
   std::set<std::string> inputs;
@@ -302,6 +301,7 @@ void validate_manifest(const Manifest& m) {
     inputs.insert(j.plan_path);
     if (!j.reference_dose_path.empty()) inputs.insert(j.reference_dose_path);
     if (!j.structures_path.empty()) inputs.insert(j.structures_path);
+    if (!j.registration_path.empty()) inputs.insert(j.registration_path);
   }
   auto job_at = [&](const BatchJob& j) { return "job '" + j.id + "' (" + std::to_string(j.position) + ")"; };
   for (const BatchJob& j : m.jobs) {
@@ -325,9 +325,6 @@ void validate_manifest(const Manifest& m) {
     const fs::path out_dir = fs::path(j.out_path).parent_path();
     if (!out_dir.empty() && !fs::is_directory(out_dir))
       problems.push_back(job_at(j) + ": key 'out': the folder '" + out_dir.string() + "' does not exist");
-    if (!j.registration_path.empty())
-      unsupported.push_back(job_at(j) + ": key 'registration': a Spatial Registration object is not supported yet; "
-                            "give the rigid setup correction as shift_mm");
   }
   auto joined = [](const std::vector<std::string>& v) {
     std::string s;
@@ -339,7 +336,6 @@ void validate_manifest(const Manifest& m) {
   if (!problems.empty())
     throw InputError(m.path + ": " + std::to_string(problems.size()) + " problem(s) in the manifest:" +
                      joined(problems));
-  if (!unsupported.empty()) throw UnavailableError(m.path + ":" + joined(unsupported));
 }
 
 Manifest load_manifest(const std::string& path) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_case.h"
+#include "protondose/dicom/rt_dose.h"
+#include "registration_writer.h"
 
 namespace fs = std::filesystem;
 
@@ -89,4 +93,44 @@ TEST(BatchCli, SlurmScriptIsPrintedForTheManifest) {
   EXPECT_NE(script.find("--threads 1"), std::string::npos) << script;
   EXPECT_NE(script.find((dir / "ok.json").string()), std::string::npos) << script;
   EXPECT_FALSE(fs::exists(dir / "a.dcm"));
+}
+
+TEST(BatchCli, ARegisteredJobOnTheExamplePlanMatchesTheEquivalentShift) {
+  // The real readers end to end: the example CT re-labelled into a new frame of
+  // reference, a REG translating the plan's frame by +t onto it, against the
+  // same CT in the plan's frame with shift_mm = −t.
+  const auto dir = batch_test::fresh_dir();
+  fs::create_directories(dir / "out");
+  protondose::CtImage ct = protondose::dicom::read_ct_series(kExample + "/ct");
+  const std::string plan_frame = ct.frame_of_reference_uid;
+  ct.frame_of_reference_uid = "2.25.616161";
+  protondose::dicom::write_ct_series(ct, (dir / "ct_new").string());
+  protondose::testing::write_registration((dir / "reg.dcm").string(), "2.25.616161",
+                                          {{plan_frame, {{protondose::testing::reg_translation(3, -6, 9)}}}});
+  batch_test::write_text(dir / "m.json", "[{\"id\": \"shift\", \"ct\": \"" + kExample + "/ct\", \"plan\": \"" + kExample +
+                                             "/plan.dcm\", \"out\": \"out/shift.dcm\", \"grid_mm\": 6, \"shift_mm\": [-3, 6, -9]},"
+                                             " {\"id\": \"reg\", \"ct\": \"ct_new\", \"plan\": \"" + kExample +
+                                             "/plan.dcm\", \"out\": \"out/reg.dcm\", \"grid_mm\": 6, \"registration\": \"reg.dcm\"}]");
+  ASSERT_EQ(run_cli("-q batch " + (dir / "m.json").string() + " --workers 1 --threads 2 --ray-pitch 3 --depth-step 2"), 0);
+  const auto shift = protondose::dicom::read_rt_dose((dir / "out" / "shift.dcm").string());
+  const auto reg = protondose::dicom::read_rt_dose((dir / "out" / "reg.dcm").string());
+  EXPECT_EQ(shift.frame_of_reference_uid, plan_frame);
+  EXPECT_EQ(reg.frame_of_reference_uid, "2.25.616161");
+  ASSERT_EQ(reg.dose_gy.grid.size, shift.dose_gy.grid.size);
+  const float dmax = *std::max_element(shift.dose_gy.data.begin(), shift.dose_gy.data.end());
+  ASSERT_GT(dmax, 0.0f);
+  double worst = 0;
+  for (std::size_t v = 0; v < shift.dose_gy.data.size(); ++v)
+    worst = std::max(worst, static_cast<double>(std::abs(reg.dose_gy.data[v] - shift.dose_gy.data[v])));
+  EXPECT_LE(worst, 1e-5 * dmax) << "largest difference " << worst << " Gy of " << dmax << " Gy";
+  std::ifstream in(dir / "records.jsonl");
+  std::string line;
+  bool seen = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json r = nlohmann::json::parse(line);
+    if (r["id"] != "reg") continue;
+    seen = true;
+    EXPECT_EQ(r["registration"]["ct_from_plan"][7], -6.0) << line;
+  }
+  EXPECT_TRUE(seen);
 }

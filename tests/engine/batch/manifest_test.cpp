@@ -143,16 +143,27 @@ TEST(Manifest, RejectsAnOutputThatIsAnInputOfTheBatch) {
   EXPECT_NE(msg.find("is an input of the batch"), std::string::npos) << msg;
 }
 
-TEST(Manifest, SpatialRegistrationIsReportedAsNotSupportedYet) {
+TEST(Manifest, ARegistrationIsAnInputFileResolvedAndCheckedLikeTheOthers) {
   const auto dir = batch_test::fresh_dir();
   const batch_test::TinyCase c(dir);
-  batch_test::write_text(dir / "reg.dcm", "x");
+  batch_test::write_text(dir / "reg.dcm", "x");  // its contents are read when the job runs
   batch_test::write_text(dir / "m.json",
                          R"([{"id": "a", "ct": "ct", "plan": "plan100.txt", "out": "out/a.dcm", "registration": "reg.dcm"}])");
-  const std::string msg = message_of<protondose::UnavailableError>([&] { pe::load_manifest((dir / "m.json").string()); });
-  EXPECT_NE(msg.find("job 'a' (1): key 'registration': a Spatial Registration object is not supported yet"),
+  const pe::Manifest m = pe::load_manifest((dir / "m.json").string());
+  ASSERT_EQ(m.jobs.size(), 1u);
+  EXPECT_EQ(m.jobs[0].registration_path, (dir / "reg.dcm").lexically_normal().string());
+  batch_test::write_text(dir / "missing.csv", "id,ct,plan,out,registration\na,ct,plan100.txt,out/a.dcm,none.dcm\n");
+  std::string msg = message_of<protondose::InputError>([&] { pe::load_manifest((dir / "missing.csv").string()); });
+  EXPECT_NE(msg.find("job 'a' (2): key 'registration': no such file '" + (dir / "none.dcm").string() + "'"),
             std::string::npos)
       << msg;
+  // Writing a job's output over another job's registration would corrupt it.
+  batch_test::write_text(dir / "clobber.json",
+                         R"([{"id": "a", "ct": "ct", "plan": "plan100.txt", "out": "out/a.dcm", "registration": "reg.dcm"},
+                             {"id": "b", "ct": "ct", "plan": "plan100.txt", "out": "reg.dcm"}])");
+  msg = message_of<protondose::InputError>([&] { pe::load_manifest((dir / "clobber.json").string()); });
+  EXPECT_NE(msg.find("job 'b' (2): key 'out':"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is an input of the batch"), std::string::npos) << msg;
 }
 
 TEST(Manifest, RejectsAnUnknownExtension) {

@@ -6,3 +6,4 @@
 #include "protondose/dicom/ion_plan.h"
 #include "protondose/dicom/rt_dose.h"
 #include "protondose/dicom/rt_struct.h"
+#include "protondose/dicom/spatial_registration.h"

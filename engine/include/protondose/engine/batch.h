@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protondose/core/plan.h"
+#include "protondose/core/rigid_transform.h"
 #include "protondose/engine/manifest.h"
 #include "protondose/physics/hu_curve.h"
 
@@ -143,6 +144,10 @@ struct JobRecord {
   double max_dose_gy = 0;  ///< plan dose maximum (Gy)
   std::vector<std::string> flags;
   nlohmann::json metrics = nlohmann::json::object();  ///< gamma, DVH per structure (batch_dicom_io.h)
+  /// For a job with `registration`: {"file", "checksum" (FNV-1a 64, hex, as in
+  /// the sidecar), "ct_from_plan" (the 16 values of the rigid map, row-major,
+  /// mm; once the registration was read)}; null otherwise.
+  nlohmann::json registration;
 };
 nlohmann::json to_json(const JobRecord& record);
 JobRecord job_record_from_json(const nlohmann::json& j);
@@ -174,12 +179,24 @@ struct BatchIo {
   std::function<CtImage(const std::string& ct_dir)> read_ct;
   /// Reads the job's plan and checks it against the CT (frame of reference);
   /// may fill a missing ct.patient_position: the CT passed is the job's own copy.
+  /// For a job with `registration` the frames differ by design: no frame
+  /// check, and ct.patient_position is set to the plan's setup position where
+  /// the plan states one (the beams' geometry is defined in the plan's frame).
   std::function<IonPlan(const BatchJob& job, CtImage& ct)> read_plan;
-  /// Writes the plan dose (Gy, all fractions) atomically to job.out_path.
+  /// For a job with `registration`: the rigid map ct_from_plan from the plan's
+  /// frame of reference onto the CT's, read from job.registration_path
+  /// (batch_dicom_io.h: a DICOM Spatial Registration). Required for such jobs.
+  std::function<RigidTransform(const BatchJob& job, const std::string& plan_frame_uid, const std::string& ct_frame_uid)>
+      read_registration;
+  /// Writes the plan dose (Gy, all fractions) atomically to job.out_path. For
+  /// a job with `registration` the dose is on the CT's grid in the CT's frame
+  /// and the plan passed carries the CT's FrameOfReferenceUID.
   std::function<void(const BatchJob& job, const Volume<float>& plan_dose_gy, const IonPlan& plan, const CtImage& ct)>
       write_dose;
-  /// Comparison with job.reference_dose_path / job.structures_path (optional hook).
-  std::function<nlohmann::json(const BatchJob& job, const Volume<float>& plan_dose_gy)> evaluate;
+  /// Comparison with job.reference_dose_path / job.structures_path (optional
+  /// hook); `ct` is the CT whose frame the dose is in (for a job with
+  /// `registration`, the new CT's, not the plan's).
+  std::function<nlohmann::json(const BatchJob& job, const Volume<float>& plan_dose_gy, const CtImage& ct)> evaluate;
 };
 
 struct BatchOptions {

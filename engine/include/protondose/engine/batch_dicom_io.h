@@ -25,6 +25,7 @@
 #include "protondose/dicom/ion_plan.h"
 #include "protondose/dicom/rt_dose.h"
 #include "protondose/dicom/rt_struct.h"
+#include "protondose/dicom/spatial_registration.h"
 #include "protondose/engine/batch.h"
 
 namespace protondose::engine::dicom_io {
@@ -33,17 +34,40 @@ namespace protondose::engine::dicom_io {
 /// takes the one all beams' PatientSetupSequence agree on (InputError when they
 /// differ or none states one), then checks both share a FrameOfReferenceUID.
 /// The compute command and the batch read their inputs through this.
-inline IonPlan read_plan_for_ct(const std::string& plan_path, const std::string& ct_dir, CtImage& ct) {
+///
+/// `registered`: the plan's frame is related to the CT's by a registration
+/// (batch key `registration`), so the frames are not compared, and `ct` (the
+/// CT as re-expressed in the plan's frame) takes the plan's setup position
+/// wherever the beams state one, the CT's otherwise: the beams' geometry is
+/// defined in the plan's frame, whatever position the new CT was scanned in.
+inline IonPlan read_plan_for_ct(const std::string& plan_path, const std::string& ct_dir, CtImage& ct,
+                                bool registered = false) {
   const dicom::IonPlanReadResult read = dicom::read_ion_plan_detailed(plan_path);
-  if (ct.patient_position.empty()) {
+  // The position all beams' PatientSetupSequence agree on ("" when none states one).
+  auto plan_position = [&](const char* otherwise) {
     std::string position;
     for (const auto& b : read.beams) {
       if (b.patient_position.empty()) continue;
       if (!position.empty() && position != b.patient_position)
         throw InputError(plan_path + ": beams state different PatientPosition ('" + position + "', '" +
-                         b.patient_position + "') and the CT states none");
+                         b.patient_position + "')" + otherwise);
       position = b.patient_position;
     }
+    return position;
+  };
+  if (registered) {
+    const std::string position = plan_position("");
+    if (!position.empty() && position != ct.patient_position)
+      spdlog::info("{}: the plan's setup position {} is used in the plan's frame (the CT states '{}')", plan_path,
+                   position, ct.patient_position);
+    if (!position.empty()) ct.patient_position = position;
+    if (ct.patient_position.empty())
+      throw InputError(ct_dir + ": the CT has no PatientPosition (0018,5100) and the plan's "
+                       "PatientSetupSequence states none either");
+    return read.plan;
+  }
+  if (ct.patient_position.empty()) {
+    const std::string position = plan_position(" and the CT states none");
     if (position.empty())
       throw InputError(ct_dir + ": the CT has no PatientPosition (0018,5100) and the plan's "
                        "PatientSetupSequence states none either");
@@ -52,6 +76,16 @@ inline IonPlan read_plan_for_ct(const std::string& plan_path, const std::string&
   }
   dicom::check_same_frame_of_reference(ct, read.plan);
   return read.plan;
+}
+
+/// The rigid map from the plan's frame of reference onto the CT's, from the
+/// Spatial Registration at `path` (dicom/spatial_registration.h: the standard's
+/// semantics, RIGID matrices only). Errors as read_spatial_registration and
+/// registration_between; the frames are named by UID.
+inline RigidTransform read_ct_from_plan(const std::string& path, const std::string& plan_frame_uid,
+                                        const std::string& ct_frame_uid) {
+  const dicom::SpatialRegistration reg = dicom::read_spatial_registration(path);
+  return dicom::registration_between(reg, plan_frame_uid, ct_frame_uid);
 }
 
 /// DVH metrics of one structure as JSON (Gy).
@@ -128,13 +162,32 @@ inline std::pair<compare::Dvh, compare::Dvh> dvh_envelope(const std::vector<comp
   return {lo, hi};
 }
 
-/// Gamma (3 %/3 mm global, 10 % threshold unless told) and DVH metrics of a job's dose.
+/// InputError when a comparison input's FrameOfReferenceUID is stated and is
+/// not the dose's (`dose_frame_uid`, the CT's): patient coordinates of two
+/// frames cannot be compared point by point. For a job with `registration`
+/// the dose is in the new CT's frame, so a planned dose (plan's frame) must
+/// first be brought there; protondose does not resample it.
+inline void check_comparison_frame(const BatchJob& job, const char* key, const std::string& path,
+                                   const std::string& frame_uid, const std::string& dose_frame_uid) {
+  if (frame_uid.empty() || dose_frame_uid.empty() || frame_uid == dose_frame_uid) return;
+  throw InputError("job '" + job.id + "': key '" + key + "': '" + path + "' is in frame of reference '" + frame_uid +
+                   "', the dose in the CT's '" + dose_frame_uid + "'" +
+                   (job.registration_path.empty()
+                        ? std::string()
+                        : "; with a registration the dose is in the new CT's frame: give a " + std::string(key) +
+                              " in that frame"));
+}
+
+/// Gamma (3 %/3 mm global, 10 % threshold unless told) and DVH metrics of a
+/// job's dose, which lies in frame `dose_frame_uid` (the CT's). The reference
+/// dose and structure set must be in that frame too (check_comparison_frame).
 inline nlohmann::json evaluate_job(const BatchJob& job, const Volume<float>& plan_dose_gy,
-                                   const compare::GammaOptions& gamma_options) {
+                                   const compare::GammaOptions& gamma_options, const std::string& dose_frame_uid = "") {
   nlohmann::json m = nlohmann::json::object();
   std::optional<dicom::RtDose> ref;
   if (!job.reference_dose_path.empty()) {
     ref = dicom::read_rt_dose(job.reference_dose_path);
+    check_comparison_frame(job, "reference_dose", job.reference_dose_path, ref->frame_of_reference_uid, dose_frame_uid);
     const compare::GammaResult g = compare::gamma_3d(ref->dose_gy, plan_dose_gy, gamma_options);
     char criteria[64];
     std::snprintf(criteria, sizeof criteria, "%g%%/%gmm global", gamma_options.dose_criterion_percent,
@@ -147,6 +200,7 @@ inline nlohmann::json evaluate_job(const BatchJob& job, const Volume<float>& pla
   }
   if (!job.structures_path.empty()) {
     const dicom::StructureSet set = dicom::read_rt_structure_set(job.structures_path);
+    check_comparison_frame(job, "structures", job.structures_path, set.frame_of_reference_uid, dose_frame_uid);
     const nlohmann::json s = structure_metrics(set, plan_dose_gy, ref ? &ref->dose_gy : nullptr);
     m["structures"] = s["structures"];
     m["structures_skipped"] = s["structures_skipped"];
@@ -158,15 +212,20 @@ inline nlohmann::json evaluate_job(const BatchJob& job, const Volume<float>& pla
 inline BatchIo make_batch_io(const compare::GammaOptions& gamma_options = {}) {
   BatchIo io;
   io.read_ct = [](const std::string& dir) { return dicom::read_ct_series(dir); };
-  io.read_plan = [](const BatchJob& job, CtImage& ct) { return read_plan_for_ct(job.plan_path, job.ct_dir, ct); };
+  io.read_plan = [](const BatchJob& job, CtImage& ct) {
+    return read_plan_for_ct(job.plan_path, job.ct_dir, ct, !job.registration_path.empty());
+  };
+  io.read_registration = [](const BatchJob& job, const std::string& plan_frame_uid, const std::string& ct_frame_uid) {
+    return read_ct_from_plan(job.registration_path, plan_frame_uid, ct_frame_uid);
+  };
   io.write_dose = [](const BatchJob& job, const Volume<float>& dose, const IonPlan& plan, const CtImage& ct) {
     dicom::RtDoseWriteOptions w;
     w.plan = &plan;
     w.ct = &ct;
     dicom::write_rt_dose(job.out_path, dose, w);
   };
-  io.evaluate = [gamma_options](const BatchJob& job, const Volume<float>& dose) {
-    return evaluate_job(job, dose, gamma_options);
+  io.evaluate = [gamma_options](const BatchJob& job, const Volume<float>& dose, const CtImage& ct) {
+    return evaluate_job(job, dose, gamma_options, ct.frame_of_reference_uid);
   };
   return io;
 }

@@ -20,7 +20,9 @@ struct BatchJob {
   std::string out_path;        ///< RT Dose output file (unique in the manifest)
   std::string structures_path;      ///< RT Structure Set ("" = none)
   std::string reference_dose_path;  ///< RT Dose to compare with ("" = none)
-  std::string registration_path;    ///< Spatial Registration ("" = none; not supported yet)
+  /// DICOM Spatial Registration mapping the plan's frame of reference onto the
+  /// CT's ("" = none: both share one frame); rigid only (docs/batch.md).
+  std::string registration_path;
   /// Setup shift of the patient relative to the isocentre, patient frame (mm):
   /// the dose is computed with every beam's isocentre moved by −shift_mm.
   Vec3 shift_mm{0.0, 0.0, 0.0};
@@ -58,8 +60,8 @@ Manifest parse_manifest_csv(const std::string& text, const std::string& path, co
 /// Checks the manifest as a whole and throws one InputError listing every
 /// problem (job id and key each): duplicate ids, duplicate outputs (also an
 /// output equal to another job's input), missing CT folders or files, outputs
-/// whose folder does not exist, a Spatial Registration (UnavailableError:
-/// not supported yet, when that is the only kind of problem).
+/// whose folder does not exist. (The contents of DICOM inputs, a Spatial
+/// Registration included, are read and checked per job when it runs.)
 void validate_manifest(const Manifest& manifest);
 
 /// Reads `path` (.json or .csv, by extension; IoError if unreadable,
