@@ -14,6 +14,7 @@
 #include "beam_kernels.h"
 #include "protondose/core/grid.h"
 #include "protondose/engine/dose_engine.h"
+#include "protondose/engine/spot_fluence.h"
 #include "protondose/gpu/superposition.h"
 
 namespace protondose::engine {
@@ -22,7 +23,8 @@ using PatientVolumes = PreparedCt;
 
 /// One layer's host tables (what kernels::LayerTables points into).
 struct HostLayerTables {
-  std::vector<double> fluence;  ///< [row][col]
+  const std::vector<SpotProtons>* spots = nullptr;  ///< validated; spread by the executor
+  std::vector<double> fluence;  ///< [row][col] (CPU executor: filled from the spots)
   const std::vector<double>* curve_depth_mm = nullptr;
   const std::vector<double>* curve_idd = nullptr;
   const std::vector<double>* curve_cidd = nullptr;
@@ -51,6 +53,12 @@ struct BeamDoseCheck {
   double dose_times_density = 0;
 };
 
+struct PlanDoseSummary {
+  double max_dose = 0;
+  long long first_bad_voxel = -1;
+  float bad_value = 0;
+};
+
 class BeamExecutor {
  public:
   virtual ~BeamExecutor() = default;
@@ -73,7 +81,9 @@ class BeamExecutor {
   /// Zeroes the BEV dose of the cropped grid (pixel count `bev_pixels`).
   virtual void begin_bev(std::size_t bev_pixels) = 0;
 
-  /// Fills the stack of layers [0, layers.size()) (stack_slices slices) on the cropped grid.
+  /// Spreads each layer's spots onto the rays (σ from its scalars, isocentre
+  /// plane) and fills the stack of layers [0, layers.size()) (stack_slices
+  /// slices) on the cropped grid.
   virtual LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared, std::size_t stack_slices,
                                           std::vector<HostLayerTables>& layers, bool halo) = 0;
 
@@ -82,8 +92,9 @@ class BeamExecutor {
   virtual void superpose_stack(const kernels::BevGeometry& grid, std::size_t stack_slices,
                                const std::vector<HostLayerTables>& layers) = 0;
 
-  /// The nuclear halo of the stack: coarse binning, superposition, and
-  /// resampling into the beam dose.
+  /// The nuclear halo of the stack: binning onto the coarse grid (layers
+  /// merged per depth, kernels::halo_bin_pixel), superposition, and resampling
+  /// into the beam dose.
   virtual void halo(const kernels::BevGeometry& fine, const kernels::BevGeometry& coarse,
                     const kernels::HaloBinning& binning, std::size_t stack_slices,
                     const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) = 0;
@@ -94,6 +105,9 @@ class BeamExecutor {
   /// Checks the beam dose, then adds it (× scale) to the plan dose; the
   /// density is out_rsp (dose to water) or out_density.
   virtual BeamDoseCheck finish_beam(bool dose_to_water) = 0;
+
+  /// After the last beam: scales the plan dose by `scale` (RBE or 1) and checks it.
+  virtual PlanDoseSummary finish_plan(double scale) = 0;
 
   /// The beam dose (host copy), for per-beam output.
   virtual Volume<float> beam_dose() = 0;

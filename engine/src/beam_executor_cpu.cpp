@@ -8,6 +8,7 @@
 #include "beam_executor.h"
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
+#include "protondose/engine/bev_grid.h"
 
 namespace protondose::engine {
 namespace {
@@ -96,6 +97,20 @@ class CpuBeamExecutor final : public BeamExecutor {
     sigma_y_.assign(n, 0.0f);
     halo_image_.assign(halo ? n : 0, 0.0f);
     halo_variance_.assign(halo ? n : 0, 0.0f);
+    BevGrid bev;  // the spreading's view of the grid: the isocentre-plane rays
+    bev.x0_mm = g.x0_mm;
+    bev.y0_mm = g.y0_mm;
+    bev.pitch_x_mm = g.pitch_x_mm;
+    bev.pitch_y_mm = g.pitch_y_mm;
+    bev.depth_step_mm = g.depth_step_mm;
+    bev.cols = g.cols;
+    bev.rows = g.rows;
+    bev.slices = 1;
+    parallel_for_chunks(layers.size(), threads_, [&](std::size_t b, std::size_t e, int) {
+      for (std::size_t l = b; l < e; ++l)
+        layers[l].fluence = spread_spots_to_rays(bev, *layers[l].spots, layers[l].scalars.spread_sigma_x_iso_mm,
+                                                 layers[l].scalars.spread_sigma_y_iso_mm, shared_in.spot_cutoff_sigmas);
+    });
     kernels::LayerStackArgs s = shared_in;
     s.wepl_far_mm = wepl_far_.data();
     s.density_g_cm3 = density_.data();
@@ -202,6 +217,23 @@ class CpuBeamExecutor final : public BeamExecutor {
     }
     for (std::size_t i = 0; i < beam_.data.size(); ++i) plan_.data[i] += beam_.data[i];
     return c;
+  }
+
+  PlanDoseSummary finish_plan(double scale) override {
+    PlanDoseSummary p;
+    for (std::size_t i = 0; i < plan_.data.size(); ++i) {
+      float& v = plan_.data[i];
+      if (scale != 1.0) v = static_cast<float>(v * scale);
+      if (!std::isfinite(v) || v < 0.0f) {
+        if (p.first_bad_voxel < 0) {
+          p.first_bad_voxel = static_cast<long long>(i);
+          p.bad_value = v;
+        }
+        continue;
+      }
+      p.max_dose = std::max(p.max_dose, static_cast<double>(v));
+    }
+    return p;
   }
 
   Volume<float> beam_dose() override { return beam_; }

@@ -407,6 +407,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         max_y = std::max(max_y, s.y_mm);
       }
       if (L.spots.empty()) continue;
+      validate_spots(L.spots, label.c_str());
       bd.spots += L.spots.size();
       bd.energy.carried_mev +=
           L.protons * (L.curve->total_energy_mev() - L.curve->cidd_mev(shifter_wet_mm));
@@ -553,8 +554,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           L.stack_offset = stack_slices;
           stack_slices += static_cast<std::size_t>(L.slices);
           HostLayerTables& t = tables[li - group_begin];
-          t.fluence = spread_spots_to_rays(grid, L.spots, L.spread_sigma_x_iso_mm, L.spread_sigma_y_iso_mm,
-                                           options_.cutoff_sigmas);
+          t.spots = &L.spots;
           t.curve_depth_mm = &L.curve->depth_mm();
           t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
           t.curve_cidd = &L.curve->cidd_nodes_mev();
@@ -613,6 +613,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         args.trace_first_slice = first;
         args.dose_to_water = to_water;
         args.cutoff_sigmas = static_cast<float>(options_.cutoff_sigmas);
+        args.spot_cutoff_sigmas = options_.cutoff_sigmas;
         const LayerImagesSummary images = exec.layer_images(args, stack_slices, tables, options_.nuclear_halo);
         stage_done(result.timings.layer_images_s);
         if (images.overshoot_px > 0 && attempt == 0) {
@@ -694,16 +695,15 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
 
   if (result.spots == 0)
     throw InputError("plan '" + plan.label + "': no beam has a spot with positive meterset that reaches the patient");
-  exec.synchronize();
-  result.timings.dose_ready_s = seconds_since(t_start);
   t0 = Clock::now();
+  const PlanDoseSummary summary = exec.finish_plan(options_.rbe_factor.value_or(1.0));
+  if (summary.first_bad_voxel >= 0)
+    throw_bad_dose(og, summary.first_bad_voxel, summary.bad_value, "plan '" + plan.label + "'");
+  result.max_dose_gy = summary.max_dose;
+  stage_done(result.timings.checks_s);
+  result.timings.dose_ready_s = seconds_since(t_start);
   result.dose_gy = exec.plan_dose();
   stage_done(result.timings.download_s);
-  if (options_.rbe_factor)
-    for (float& v : result.dose_gy.data) v = static_cast<float>(v * *options_.rbe_factor);
-  check_dose_values(result.dose_gy, "plan '" + plan.label + "'");
-  for (float v : result.dose_gy.data) result.max_dose_gy = std::max(result.max_dose_gy, static_cast<double>(v));
-  result.timings.checks_s += seconds_since(t0);
   result.timings.total_s = seconds_since(t_start);
   return result;
 }

@@ -97,10 +97,32 @@ __global__ void layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTabl
   if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
 }
 
-struct StackLayer {
-  std::size_t offset;
-  int slices;
+using kernels::StackLayer;
+
+/// A spot of the layer group, in pixel units of the ray grid.
+struct DeviceSpot {
+  double col_px, row_px, protons;
+  int layer;
 };
+
+/// One block per spot: its protons spread over the box of rays it reaches,
+/// with the weights and the product order of spot_fluence.cpp.
+__global__ void spread_kernel(const DeviceSpot* spots, const double* sigma_px /* [layer][2] */, double cutoff_sigmas,
+                              int cols, int rows, double* fluence) {
+  const DeviceSpot sp = spots[blockIdx.x];
+  const double sx = sigma_px[2 * sp.layer], sy = sigma_px[2 * sp.layer + 1];
+  int x_lo, x_hi, y_lo, y_hi;
+  kernels::spot_axis_range(sp.col_px, sx, cutoff_sigmas, cols, &x_lo, &x_hi);
+  kernels::spot_axis_range(sp.row_px, sy, cutoff_sigmas, rows, &y_lo, &y_hi);
+  const int w = x_hi - x_lo + 1, h = y_hi - y_lo + 1;
+  if (w <= 0 || h <= 0 || !(sp.protons > 0)) return;
+  double* plane = fluence + static_cast<std::size_t>(sp.layer) * static_cast<std::size_t>(cols) * rows;
+  for (int cell = threadIdx.x; cell < w * h; cell += blockDim.x) {
+    const int r = y_lo + cell / w, c = x_lo + cell % w;
+    const double py = sp.protons * kernels::spot_axis_weight(r, sp.row_px, sy);
+    atomicAdd(&plane[static_cast<std::size_t>(r) * cols + c], py * kernels::spot_axis_weight(c, sp.col_px, sx));
+  }
+}
 
 /// BEV slice k of every ray gets Σ over layers with k < slices of the stack slice offset+k.
 /// One thread per BEV pixel; the layers are summed in order (deterministic).
@@ -154,6 +176,17 @@ __global__ void finish_kernel(const float* beam, const float* density, std::size
   if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
 }
 
+/// Scales the plan dose, finds its maximum and its first bad voxel.
+__global__ void finish_plan_kernel(float* plan, std::size_t n, double scale, unsigned long long* first_bad,
+                                   unsigned* max_bits) {
+  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (v >= n) return;
+  float x = plan[v];
+  if (scale != 1.0) plan[v] = x = static_cast<float>(x * scale);
+  if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
+  else if (x > 0.0f) atomicMax(max_bits, __float_as_uint(x));  // ≥ 0: bits order as values
+}
+
 // --- the executor ----------------------------------------------------------
 
 class GpuBeamExecutor final : public BeamExecutor {
@@ -161,6 +194,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   GpuBeamExecutor(SuperpositionMethod method, const SuperpositionOptions& options)
       : device_(options.gpu_device), superposer_(method, options) {
     PD_CUDA_CHECK(cudaSetDevice(device_));
+  }
+  ~GpuBeamExecutor() override {
+    if (pinned_) cudaFreeHost(pinned_);
   }
   bool on_device() const override { return true; }
 
@@ -242,7 +278,8 @@ class GpuBeamExecutor final : public BeamExecutor {
       zero(halo_image_, n);
       zero(halo_variance_, n);
     }
-    upload_layer_tables(layers);
+    spread_spots(g, layers, shared_in.spot_cutoff_sigmas);
+    upload_layer_tables(layers, g.plane());
     kernels::LayerStackArgs s = shared_in;
     s.wepl_far_mm = wepl_far_.get();
     s.density_g_cm3 = trace_density_.get();
@@ -355,14 +392,69 @@ class GpuBeamExecutor final : public BeamExecutor {
     return c;
   }
 
+  PlanDoseSummary finish_plan(double scale) override {
+    const std::size_t n = og_.voxel_count();
+    struct Sums {
+      unsigned long long first_bad;
+      unsigned max_bits;
+    } sums{ULLONG_MAX, 0u};
+    sums_.reserve(sizeof(Sums));
+    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    auto* d = reinterpret_cast<Sums*>(sums_.get());
+    finish_plan_kernel<<<blocks_for(n), kThreads>>>(plan_.get(), n, scale, &d->first_bad, &d->max_bits);
+    PD_CUDA_CHECK_LAUNCH("finish_plan_kernel");
+    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    PlanDoseSummary p;
+    float m;
+    std::memcpy(&m, &sums.max_bits, sizeof m);
+    p.max_dose = m;
+    if (sums.first_bad != ULLONG_MAX) {
+      p.first_bad_voxel = static_cast<long long>(sums.first_bad);
+      PD_CUDA_CHECK(cudaMemcpy(&p.bad_value, plan_.get() + sums.first_bad, sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    return p;
+  }
+
   Volume<float> beam_dose() override { return download(beam_); }
   Volume<float> plan_dose() override { return download(plan_); }
 
  private:
+  /// Through a pinned staging buffer (grow-only): a pageable copy of a
+  /// 256³ dose ran at ~1.3 GB/s on the H100 host, a pinned one near PCIe speed.
   Volume<float> download(const DeviceBuffer<float>& d) {
     Volume<float> v(og_, 0.0f);
-    PD_CUDA_CHECK(cudaMemcpy(v.data.data(), d.get(), v.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const std::size_t bytes = v.data.size() * sizeof(float);
+    if (pinned_bytes_ < bytes) {
+      if (pinned_) PD_CUDA_CHECK(cudaFreeHost(pinned_));
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+      PD_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
+      pinned_bytes_ = bytes;
+    }
+    PD_CUDA_CHECK(cudaMemcpy(pinned_, d.get(), bytes, cudaMemcpyDeviceToHost));
+    std::memcpy(v.data.data(), pinned_, bytes);
     return v;
+  }
+
+  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, double cutoff_sigmas) {
+    std::vector<DeviceSpot> spots;
+    std::vector<double> sigma_px;
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const kernels::LayerTables& t = layers[l].scalars;
+      sigma_px.push_back(t.spread_sigma_x_iso_mm / g.pitch_x_mm);
+      sigma_px.push_back(t.spread_sigma_y_iso_mm / g.pitch_y_mm);
+      for (const SpotProtons& sp : *layers[l].spots)
+        spots.push_back({(sp.x_iso_mm - g.x0_mm) / g.pitch_x_mm, (sp.y_iso_mm - g.y0_mm) / g.pitch_y_mm, sp.protons,
+                         static_cast<int>(l)});
+    }
+    upload(spots_, spots.data(), spots.size());
+    upload(spread_sigma_, sigma_px.data(), sigma_px.size());
+    zero(fluence_, layers.size() * g.plane());
+    if (!spots.empty()) {
+      spread_kernel<<<static_cast<unsigned>(spots.size()), 128>>>(spots_.get(), spread_sigma_.get(), cutoff_sigmas,
+                                                                  g.cols, g.rows, fluence_.get());
+      PD_CUDA_CHECK_LAUNCH("spread_kernel");
+    }
   }
 
   void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
@@ -374,11 +466,11 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   /// Packs every layer's tables into one double array, uploads it with one
   /// copy, and builds the device LayerTables with pointers into it.
-  void upload_layer_tables(const std::vector<HostLayerTables>& layers) {
+  void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t plane) {
     std::vector<double>& pack = pack_;
     pack.clear();
     struct Offsets {
-      std::size_t fluence, depth, idd, cidd, energy, scattering, halo_weight, halo_sigma, air_x, air_y;
+      std::size_t depth, idd, cidd, energy, scattering, halo_weight, halo_sigma, air_x, air_y;
     };
     std::vector<Offsets> offsets;
     const auto append = [&](const std::vector<double>& v) {
@@ -387,7 +479,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       return at;
     };
     for (const HostLayerTables& h : layers)
-      offsets.push_back({append(h.fluence), append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd),
+      offsets.push_back({append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd),
                          append(h.energy_mev), append(h.scattering_factor), append(h.halo_weight),
                          append(h.halo_sigma_mm), append(h.air_sigma_x_mm), append(h.air_sigma_y_mm)});
     upload(layer_pack_, pack.data(), pack.size());
@@ -397,7 +489,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       const HostLayerTables& h = layers[i];
       const Offsets& o = offsets[i];
       kernels::LayerTables t = h.scalars;
-      t.fluence = base + o.fluence;
+      t.fluence = fluence_.get() + i * plane;
       t.curve_depth_mm = base + o.depth;
       t.curve_idd = base + o.idd;
       t.curve_cidd = base + o.cidd;
@@ -427,6 +519,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
   DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
   DeviceBuffer<char> sums_;
+  DeviceBuffer<DeviceSpot> spots_;
+  DeviceBuffer<double> spread_sigma_, fluence_;
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
   DeviceBuffer<StackLayer> stack_layers_;
   DeviceBuffer<kernels::LayerTables> device_layers_;
 };

@@ -6,8 +6,8 @@
 /// defined, expressed in isocentre-plane coordinates. The weight of a ray is
 /// the Gaussian integrated over the ray's pixel (erf differences), so a spot
 /// well inside the grid keeps its protons up to the tail beyond the cut-off.
-/// A direct CPU evaluation, kept behind this function so that the separable
-/// convolution of gpu/ can replace it.
+/// The weights are engine/src/beam_kernels.h's, shared with the GPU executor,
+/// which spreads the spots on the device (one thread per spot and ray).
 
 #include <vector>
 
@@ -21,6 +21,10 @@ struct SpotProtons {
   double y_iso_mm = 0.0;  ///< IEC gantry Y at the isocentre plane (mm)
   double protons = 0.0;   ///< protons per fraction (≥ 0)
 };
+
+/// Throws InputError naming `what` and the spot for a negative or non-finite
+/// proton count or position.
+void validate_spots(const std::vector<SpotProtons>& spots, const char* what);
 
 /// Protons per ray, [row][col], of the spots spread with σ (mm, isocentre-plane
 /// units, ≥ 0; 0 = all protons on the ray nearest to the spot) along x and y,
