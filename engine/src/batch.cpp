@@ -726,7 +726,14 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   std::vector<std::thread> workers;
   for (int wi = 0; wi < options.workers; ++wi) {
     workers.emplace_back([&, wi] {
-      std::map<std::string, std::unique_ptr<DoseEngine>> engines;  // warm engines of this worker
+      /// A warm engine of this worker and the last CT it prepared (kept alive by
+      /// the shared pointer, so the cached conversion can never outlive it).
+      struct WarmEngine {
+        std::unique_ptr<DoseEngine> engine;
+        std::shared_ptr<const CtImage> ct;
+        std::shared_ptr<const PreparedCt> prepared;
+      };
+      std::map<std::string, WarmEngine> engines;  // warm engines of this worker
       for (;;) {
         const auto t_wait = Clock::now();
         std::unique_ptr<WorkItem> item;
@@ -759,12 +766,24 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
               o.require_machine_name_match = job.machine.empty();
               // A worker keeps a handful of engines warm; more configurations start over.
               if (engines.size() >= 8) engines.clear();
-              it = engines
-                       .emplace(key, std::make_unique<DoseEngine>(*machine_for(machine),
-                                                                  *curve_for(job.hu_curve, job.rsp_scale), o))
-                       .first;
+              WarmEngine warm;
+              warm.engine = std::make_unique<DoseEngine>(*machine_for(machine), *curve_for(job.hu_curve, job.rsp_scale), o);
+              it = engines.emplace(key, std::move(warm)).first;
             }
-            const DoseResult d = it->second->compute(item->plan_frame_ct ? *item->plan_frame_ct : *item->ct, item->plan);
+            // The CT converted for this engine stays warm (on the GPU: in device
+            // memory) while consecutive jobs of the worker share it.
+            WarmEngine& warm = it->second;
+            std::shared_ptr<const PreparedCt> prepared;
+            if (item->plan_frame_ct) {
+              prepared = warm.engine->prepare(*item->plan_frame_ct);
+            } else {
+              if (warm.ct != item->ct) {
+                warm.prepared = warm.engine->prepare(*item->ct);
+                warm.ct = item->ct;
+              }
+              prepared = warm.prepared;
+            }
+            DoseResult d = warm.engine->compute(*prepared, item->plan);
             item->plan_dose_gy = d.dose_gy;
             if (item->ct_from_plan) {
               // Back to the CT's frame, on the grid a job without registration gets.

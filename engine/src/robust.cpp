@@ -124,15 +124,21 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   const auto t0 = std::chrono::steady_clock::now();
   RobustResult result;
   result.scenarios = scenarios;
-  // One warm engine per range error: the depth-dose cache and superposer are reused across setups.
+  // One warm engine per range error, with the CT converted once for it: the
+  // depth-dose cache, the executor and (on a GPU backend) the CT in device
+  // memory are reused by every setup shift of that range error.
   std::map<double, std::unique_ptr<DoseEngine>> engines;
+  std::map<double, std::shared_ptr<const PreparedCt>> prepared;
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     const RobustScenario& s = scenarios[i];
     auto& engine = engines[s.rsp_scale];
-    if (!engine) engine = std::make_unique<DoseEngine>(machine, scaled_hu_curve(hu_curve, s.rsp_scale), options.engine);
     const auto ts = std::chrono::steady_clock::now();
+    if (!engine) {
+      engine = std::make_unique<DoseEngine>(machine, scaled_hu_curve(hu_curve, s.rsp_scale), options.engine);
+      prepared[s.rsp_scale] = engine->prepare(ct);
+    }
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
-    DoseResult r = engine->compute(ct, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
+    DoseResult r = engine->compute(*prepared[s.rsp_scale], zero_shift ? plan : shifted_plan(plan, s.shift_mm));
     result.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
     Volume<float> dose = std::move(r.dose_gy);
     if (r.fractions != 1)
