@@ -200,10 +200,11 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
                          {"relative_difference", r.energy.relative_difference()},
                          {"tolerance", r.energy_balance_tolerance}};
   const auto& t = r.timings;
-  j["timings_s"] = {{"hu_conversion", t.hu_conversion_s}, {"ray_tracing", t.ray_tracing_s},
-                    {"layer_images", t.layer_images_s},   {"superposition", t.superposition_s},
-                    {"nuclear_halo", t.nuclear_halo_s},
+  j["timings_s"] = {{"hu_conversion", t.hu_conversion_s}, {"beam_setup", t.beam_setup_s},
+                    {"ray_tracing", t.ray_tracing_s},     {"layer_images", t.layer_images_s},
+                    {"superposition", t.superposition_s}, {"nuclear_halo", t.nuclear_halo_s},
                     {"resampling", t.resampling_s},       {"checks", t.checks_s},
+                    {"download", t.download_s},           {"dose_ready", t.dose_ready_s},
                     {"total", t.total_s}};
   j["outputs"] = written;
   if (a.json) {

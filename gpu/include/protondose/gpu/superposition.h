@@ -97,8 +97,8 @@ enum class SuperpositionMethod {
   /// One warp per tile; each thread sums a strip of pixels' contributions to a
   /// column in registers before one shared-memory update per cell (fewer
   /// shared-memory read-modify-writes than taps); same buckets as the tiled
-  /// scatter. Experimental: not yet run on a GPU (docs/ks-core.md); the engine
-  /// does not use it.
+  /// scatter. Exact, but measured 0.62–1.05× the tiled scatter on an H100
+  /// (docs/ks-core.md), so the engine does not use it.
   kGpuScatterRegisterBlocked,
 };
 
