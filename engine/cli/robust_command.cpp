@@ -136,6 +136,13 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
                     {"shift_mm", scenarios[i].shift_mm},
                     {"rsp_scale", scenarios[i].rsp_scale},
                     {"compute_s", r.seconds[i]},
+                    {"engine_timings_s", {{"dose_ready", r.timings[i].dose_ready_s},
+                                          {"ray_tracing", r.timings[i].ray_tracing_s},
+                                          {"layer_images", r.timings[i].layer_images_s},
+                                          {"superposition", r.timings[i].superposition_s},
+                                          {"nuclear_halo", r.timings[i].nuclear_halo_s},
+                                          {"resampling", r.timings[i].resampling_s},
+                                          {"download", r.timings[i].download_s}}},
                     {"structures", per_scenario_metrics[i]}});
   const json band = pe::dvh_band(per_scenario_metrics);
   if (!curves.empty()) {

@@ -278,8 +278,23 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
   const BevGeometry& g = s.grid;
   const std::size_t plane = g.plane();
   const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
+  // Every stack pixel of this (layer, ray) is written, zeros included, so the
+  // stack needs no clearing pass.
+  const auto clear = [&](int k) {
+    const std::size_t i = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+    s.image[i] = 0.0f;
+    s.sigma_x_px[i] = 0.0f;
+    s.sigma_y_px[i] = 0.0f;
+    if (s.halo_image) {
+      s.halo_image[i] = 0.0f;
+      s.halo_variance_mm2[i] = 0.0f;
+    }
+  };
   const double f = L.fluence[ray];
-  if (!(f > 0)) return 0.0;
+  if (!(f > 0)) {
+    for (int k = 0; k < L.slices; ++k) clear(k);
+    return 0.0;
+  }
   const double step = s.step_mm[ray];
   double a0 = 0, a1 = 0, a2 = 0;
   if (L.has_shifter) {
@@ -292,7 +307,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
   const double wet = L.shifter_wet_mm;
   double energy = 0.0;
   int overshoot = *overshoot_px;
-  for (int k = 0; k < L.slices; ++k) {
+  int k = 0;
+  for (; k < L.slices; ++k) {
     const int kt = s.trace_first_slice + k;
     const std::size_t idx = static_cast<std::size_t>(kt) * plane + ray;
     const double w_near = kt == 0 ? 0.0 : static_cast<double>(s.wepl_far_mm[idx - plane]);
@@ -320,7 +336,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
       a2 += t * step * step * step / 3.0;
     }
     const double a2_centre = 0.5 * (a2_near + a2);
-    if (d_mev <= 0 || mass_g <= 0) continue;
+    if (d_mev <= 0 || mass_g <= 0) {
+      clear(k);
+      continue;
+    }
     energy += f * d_mev;
     const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGramK;
     const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
@@ -337,6 +356,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
       s.image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
     } else {
       s.image[sidx] = static_cast<float>(pixel_gy);
+      if (s.halo_image) {
+        s.halo_image[sidx] = 0.0f;
+        s.halo_variance_mm2[sidx] = 0.0f;
+      }
     }
     const double vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
     const double vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
@@ -351,6 +374,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
     const int o = o1 > o2 ? o1 : o2;
     if (o > overshoot) overshoot = o;
   }
+  for (; k < L.slices; ++k) clear(k);  // past the cut-off
   *overshoot_px = overshoot;
   return energy;
 }

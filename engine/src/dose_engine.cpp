@@ -268,8 +268,13 @@ kernels::BevGeometry geometry_of(const BevGrid& g) {
 
 }  // namespace
 
-std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct) const {
+std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double rsp_scale) const {
   const auto t0 = Clock::now();
+  if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
+    std::ostringstream m;
+    m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
+    throw ConfigError(m.str());
+  }
   ct.hu.grid.validate("CT");
   if (ct.hu.data.size() != ct.hu.grid.voxel_count())
     throw InputError("CT: number of HU values does not match the grid");
@@ -282,6 +287,8 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct) const {
                                                                options_.hu_policy, p->rsp.data.data(),
                                                                p->density.data.data());
   if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
+  if (rsp_scale != 1.0)
+    for (float& v : p->rsp.data) v = static_cast<float>(v * rsp_scale);
   const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
   if (og == ct.hu.grid) {
     p->out_rsp = p->rsp;

@@ -124,22 +124,20 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   const auto t0 = std::chrono::steady_clock::now();
   RobustResult result;
   result.scenarios = scenarios;
-  // One warm engine per range error, with the CT converted once for it: the
-  // depth-dose cache, the executor and (on a GPU backend) the CT in device
-  // memory are reused by every setup shift of that range error.
-  std::map<double, std::unique_ptr<DoseEngine>> engines;
+  // One warm engine for every scenario, and the CT converted once per range
+  // error (RSP × scale): the depth-dose cache, the executor and (on a GPU
+  // backend) the CTs in device memory are reused by every setup shift.
+  const DoseEngine engine(machine, hu_curve, options.engine);
   std::map<double, std::shared_ptr<const PreparedCt>> prepared;
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     const RobustScenario& s = scenarios[i];
-    auto& engine = engines[s.rsp_scale];
     const auto ts = std::chrono::steady_clock::now();
-    if (!engine) {
-      engine = std::make_unique<DoseEngine>(machine, scaled_hu_curve(hu_curve, s.rsp_scale), options.engine);
-      prepared[s.rsp_scale] = engine->prepare(ct);
-    }
+    std::shared_ptr<const PreparedCt>& scaled = prepared[s.rsp_scale];
+    if (!scaled) scaled = engine.prepare(ct, s.rsp_scale);
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
-    DoseResult r = engine->compute(*prepared[s.rsp_scale], zero_shift ? plan : shifted_plan(plan, s.shift_mm));
+    DoseResult r = engine.compute(*scaled, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
     result.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+    result.timings.push_back(r.timings);
     Volume<float> dose = std::move(r.dose_gy);
     if (r.fractions != 1)
       for (float& v : dose.data) v = static_cast<float>(v * r.fractions);

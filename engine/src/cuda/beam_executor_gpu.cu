@@ -203,13 +203,25 @@ class GpuBeamExecutor final : public BeamExecutor {
   void set_patient(const PatientVolumes& v) override {
     PD_CUDA_CHECK(cudaSetDevice(device_));
     patient_ = &v;
-    if (patient_id_ == v.id && v.id != 0) return;  // already on the device
-    upload(rsp_, v.rsp.data.data(), v.rsp.data.size());
-    upload(density_, v.density.data.data(), v.density.data.size());
-    upload(out_rsp_, v.out_rsp.data.data(), v.out_rsp.data.size());
-    upload(out_density_, v.out_density.data.data(), v.out_density.data.size());
-    upload(inverse_length_, v.inverse_length_table.data(), v.inverse_length_table.size());
-    patient_id_ = v.id;
+    // The last few prepared CTs stay on the device (a robust run alternates
+    // between its range errors' CTs); the least recently used goes first.
+    for (std::size_t i = 0; i < patients_.size(); ++i)
+      if (v.id != 0 && patients_[i]->id == v.id) {
+        std::rotate(patients_.begin(), patients_.begin() + static_cast<std::ptrdiff_t>(i),
+                    patients_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        current_ = patients_.front().get();
+        return;
+      }
+    if (patients_.size() >= kCachedPatients) patients_.pop_back();
+    auto p = std::make_unique<PatientBuffers>();
+    p->id = v.id;
+    upload(p->rsp, v.rsp.data.data(), v.rsp.data.size());
+    upload(p->density, v.density.data.data(), v.density.data.size());
+    upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
+    upload(p->out_density, v.out_density.data.data(), v.out_density.data.size());
+    upload(p->inverse_length, v.inverse_length_table.data(), v.inverse_length_table.size());
+    patients_.insert(patients_.begin(), std::move(p));
+    current_ = patients_.front().get();
   }
 
   void begin_plan(const Grid3& og) override {
@@ -230,10 +242,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     kernels::TraceInput in{};
     in.grid = g;
     in.ct_index_from_beam = ct_index_from_beam;
-    in.rsp = rsp_.get();
-    in.density_g_cm3 = density_.get();
+    in.rsp = current_->rsp.get();
+    in.density_g_cm3 = current_->density.get();
     for (int a = 0; a < 3; ++a) in.ct_size[a] = patient_->rsp.grid.size[a];
-    in.inverse_length_table = inverse_length_.get();
+    in.inverse_length_table = current_->inverse_length.get();
     in.inverse_length_nodes = static_cast<int>(patient_->inverse_length_table.size());
     in.inv_density_step = 1.0 / patient_->density_step_g_cm3;
     kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
@@ -271,12 +283,13 @@ class GpuBeamExecutor final : public BeamExecutor {
                                   std::vector<HostLayerTables>& layers, bool halo) override {
     const BevGeometry& g = shared_in.grid;
     const std::size_t n = stack_slices * g.plane();
-    zero(image_, n);
-    zero(sigma_x_, n);
-    zero(sigma_y_, n);
+    // No clearing: kernels::layer_ray writes every pixel of the stack.
+    image_.reserve(n);
+    sigma_x_.reserve(n);
+    sigma_y_.reserve(n);
     if (halo) {
-      zero(halo_image_, n);
-      zero(halo_variance_, n);
+      halo_image_.reserve(n);
+      halo_variance_.reserve(n);
     }
     spread_spots(g, layers, shared_in.spot_cutoff_sigmas);
     upload_layer_tables(layers, g.plane());
@@ -379,7 +392,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? out_rsp_.get() : out_density_.get(), n,
+    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? current_->out_rsp.get() : current_->out_density.get(), n,
                                                plan_.get(), &d->first_bad, &d->dose_times_density);
     PD_CUDA_CHECK_LAUNCH("finish_kernel");
     PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
@@ -508,13 +521,21 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   int device_;
   DeviceSuperposer superposer_;
+  /// A prepared CT in device memory.
+  struct PatientBuffers {
+    std::uint64_t id = 0;
+    DeviceBuffer<float> rsp, density, out_rsp, out_density;
+    DeviceBuffer<double> inverse_length;
+  };
+  static constexpr std::size_t kCachedPatients = 4;
   const PatientVolumes* patient_ = nullptr;
-  std::uint64_t patient_id_ = 0;
+  std::vector<std::unique_ptr<PatientBuffers>> patients_;  ///< most recently used first
+  PatientBuffers* current_ = nullptr;
   Grid3 og_;
   std::size_t bev_pixels_ = 0;
   std::vector<double> pack_;
-  DeviceBuffer<float> rsp_, density_, out_rsp_, out_density_, plan_, beam_;
-  DeviceBuffer<double> inverse_length_, doubles_, layer_pack_;
+  DeviceBuffer<float> plan_, beam_;
+  DeviceBuffer<double> doubles_, layer_pack_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
   DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;

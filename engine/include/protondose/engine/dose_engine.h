@@ -197,8 +197,11 @@ class DoseEngine {
   /// The same on a CT prepared by this engine (prepare()).
   DoseResult compute(const PreparedCt& ct, const IonPlan& plan) const;
   /// Converts a CT for this engine (HU curve, output grid, scattering lengths).
-  /// Throws InputError for an inconsistent CT.
-  std::shared_ptr<const PreparedCt> prepare(const CtImage& ct) const;
+  /// rsp_scale multiplies every relative stopping power (a range-uncertainty
+  /// scenario; 1 = nominal), leaving the mass density as it is. Throws
+  /// InputError for an inconsistent CT, ConfigError for a scale that is not
+  /// finite and > 0.
+  std::shared_ptr<const PreparedCt> prepare(const CtImage& ct, double rsp_scale = 1.0) const;
 
   const physics::BeamModel& machine() const { return machine_; }
   const physics::HuCurve& hu_curve() const { return hu_curve_; }

@@ -46,12 +46,13 @@ struct RobustResult {
   Volume<float> nominal_gy;  ///< scenarios[0]
   Volume<float> min_gy;      ///< voxel-wise minimum over all scenarios
   Volume<float> max_gy;      ///< voxel-wise maximum over all scenarios
-  std::vector<double> seconds;  ///< compute time of each scenario
+  std::vector<double> seconds;  ///< compute time of each scenario (CT preparation included)
+  std::vector<StageTimings> timings;  ///< the engine's stage timings of each scenario
   double total_s = 0;
 };
 
-/// Computes every scenario (one warm engine per distinct rsp_scale, the CT
-/// shared) and calls on_scenario(index, plan dose) after each, in order.
+/// Computes every scenario (one warm engine; the CT prepared once per
+/// distinct rsp_scale, RSP scaled as DoseEngine::prepare does) and calls on_scenario(index, plan dose) after each, in order.
 /// scenarios[0] must be the nominal (zero shift, scale 1: ConfigError
 /// otherwise). The engine's exceptions propagate.
 RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurve& hu_curve, const CtImage& ct,
