@@ -5,6 +5,9 @@
 // in memory (no DICOM), computed by a warm engine: one warm-up, then the median
 // of repeated runs, per stage. A benchmark measures; it asserts nothing.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <cmath>
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0 = all)")->capture_default_str();
   app.add_flag("!--no-halo", halo, "Leave out the nuclear halo");
   CLI11_PARSE(app, argc, argv);
+  if (const char* level = std::getenv("PROTONDOSE_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(level));
   try {
     pe::DoseEngineOptions options;
     options.backend = pe::parse_backend(backend);

@@ -50,7 +50,8 @@ constexpr std::size_t kDefaultHostStackBytes = std::size_t{2} << 30;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
 /// Target pitch (mm, isocentre plane) of the coarse grid of the nuclear halo:
-/// the halo σ is ≥ 8 mm (nuclear_halo.h), so ≥ 2 coarse pixels.
+/// the fitted halo σ is ≥ 8 mm (nuclear_halo.h), so ≥ 2 coarse pixels; wider
+/// halos get a coarser grid (see the halo stage).
 constexpr double kHaloPitchMm = 4.0;
 
 /// Everything one energy layer needs in the BEV stage.
@@ -642,10 +643,17 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           // summed into blocks of a coarse BEV grid (pitch ≈ kHaloPitchMm,
           // padded by the widest halo kernel so nothing is clipped), superposed
           // there with the halo σ, and resampled onto the dose grid like the core dose.
-          const int f = std::max(1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)));
           const double first_d = grid.depth_mm(0), last_d = grid.depth_mm(grid.slices - 1);
           const double m_min = std::min({grid.magnification_x(first_d), grid.magnification_y(first_d),
                                          grid.magnification_x(last_d), grid.magnification_y(last_d)});
+          // Coarse pitch: kHaloPitchMm, or coarser where the widest halo kernel
+          // would otherwise exceed the tile scatter's radius (kMaxTileRadiusPx)
+          // and fall to its slow general path (the fitted halo reaches σ ≈ 50 mm
+          // at 170 MeV: 12 px at 4 mm, r = 37).
+          const double widest_halo_mm = std::sqrt(images.max_halo_variance_mm2);
+          const int f_tile = static_cast<int>(std::ceil(options_.cutoff_sigmas * widest_halo_mm /
+                                                        (kMaxTileRadiusPx * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min)));
+          const int f = std::max({1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)), f_tile});
           const int pad = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
                                                      (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
           BevGrid hg = grid;
@@ -656,6 +664,8 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
           hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
           const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows};
+          spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}), {} stack slices, widest halo sigma {:.1f} mm", label,
+                        hg.cols, hg.rows, hg.pitch_x_mm, pad, stack_slices, std::sqrt(images.max_halo_variance_mm2));
           exec.halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
           stage_done(result.timings.nuclear_halo_s);
         }
