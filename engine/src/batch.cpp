@@ -456,6 +456,7 @@ void BatchOptions::validate() const {
   if (threads_per_worker < 0) throw ConfigError("threads per worker " + std::to_string(threads_per_worker) + " < 0");
   if (ct_cache_bytes == 0) throw ConfigError("--ct-cache-mb 0: the CT cache needs a budget > 0");
   if (queue_depth < 1) throw ConfigError("queue depth must be >= 1");
+  if (writers < 1) throw ConfigError("--writers " + std::to_string(writers) + ": need at least 1");
   parse_backend(default_backend);
   if (!(ray_pitch_mm > 0) || !(depth_step_mm > 0)) throw ConfigError("--ray-pitch and --depth-step must be > 0 mm");
 }
@@ -806,7 +807,9 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   }
 
   std::exception_ptr writer_error;
-  std::thread writer([&] {
+  std::mutex writer_error_mutex;
+  std::vector<std::thread> writers;
+  for (int wi = 0; wi < options.writers; ++wi) writers.emplace_back([&] {
     std::unique_ptr<WorkItem> item;
     while (to_write.pop(item)) {
       JobRecord& r = item->record;
@@ -843,6 +846,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
       try {
         emit(r);
       } catch (...) {
+        std::lock_guard<std::mutex> lock(writer_error_mutex);
         if (!writer_error) writer_error = std::current_exception();
       }
     }
@@ -851,7 +855,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   reader.join();
   for (auto& t : workers) t.join();
   to_write.close();
-  writer.join();
+  for (auto& t : writers) t.join();
   if (writer_error) std::rethrow_exception(writer_error);
 
   for (const BatchJob& job : manifest.jobs)

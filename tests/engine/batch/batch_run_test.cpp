@@ -193,8 +193,10 @@ TEST(BatchRun, SeveralWorkersGiveTheSameDosesBitwiseAsOneAndAsTheEngineDirectly)
   EXPECT_EQ(one.ct_hits, 3u);
 
   o.workers = 3;
+  o.writers = 3;  // writers in parallel too: every output and record, each once
   o.force = true;
   const pe::BatchSummary three = pe::run_batch(manifest_of(dir, jobs), o, batch_test::test_io());
+  ASSERT_EQ(three.records.size(), 4u);
   ASSERT_EQ(three.ok, 4u);
   std::set<int> used;
   for (const auto& r : three.records) used.insert(r.worker);
@@ -325,6 +327,11 @@ TEST(BatchRun, AnUnwritableRecordsFileOrBadOptionsFailBeforeAnyJob) {
   bad.workers = 0;
   EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { pe::run_batch(m, bad, batch_test::test_io()); })
                 .find("--workers 0: need at least 1"),
+            std::string::npos);
+  bad = batch_test::fast_options(dir);
+  bad.writers = 0;
+  EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { pe::run_batch(m, bad, batch_test::test_io()); })
+                .find("--writers 0: need at least 1"),
             std::string::npos);
   bad = batch_test::fast_options(dir);
   bad.default_backend = "fpga";

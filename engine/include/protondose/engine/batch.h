@@ -215,9 +215,12 @@ struct BatchOptions {
   std::string records_path;             ///< JSON-lines records (truncated at start); "" = none
   std::string version;                  ///< protondose version, part of the sidecar
   std::size_t queue_depth = 2;          ///< prepared jobs the reader keeps ahead of the workers
+  /// Writer threads (RT Dose, comparison, sidecar, record). On a warm GPU the
+  /// single writer was as busy as the compute worker (docs/benchmarks-batch.md).
+  int writers = 2;
   /// Set (e.g. by a SIGINT handler) to stop starting jobs; those not started are "cancelled".
   const std::atomic<bool>* stop = nullptr;
-  /// Called from the writer thread after each record (progress display).
+  /// Called from a writer thread after each record, one call at a time (progress display).
   std::function<void(const JobRecord& record, std::size_t done, std::size_t total)> on_record;
   void validate() const;  ///< ConfigError naming the option
 };
