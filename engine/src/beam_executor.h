@@ -53,6 +53,26 @@ struct BeamDoseCheck {
   double dose_times_density = 0;
 };
 
+/// The arrays an executor binds into kernels::LayerStackArgs (host or device).
+struct StackArrays {
+  const float *wepl_far_mm, *density_g_cm3, *rho_over_x, *step_mm;
+  float *image, *sigma_x_px, *sigma_y_px;
+  float *halo_image, *halo_variance_mm2;  ///< null without the halo
+};
+
+inline kernels::LayerStackArgs bind_stack(kernels::LayerStackArgs s, const StackArrays& a) {
+  s.wepl_far_mm = a.wepl_far_mm;
+  s.density_g_cm3 = a.density_g_cm3;
+  s.rho_over_x = a.rho_over_x;
+  s.step_mm = a.step_mm;
+  s.image = a.image;
+  s.sigma_x_px = a.sigma_x_px;
+  s.sigma_y_px = a.sigma_y_px;
+  s.halo_image = a.halo_image;
+  s.halo_variance_mm2 = a.halo_variance_mm2;
+  return s;
+}
+
 struct PlanDoseSummary {
   double max_dose = 0;
   long long first_bad_voxel = -1;

@@ -111,16 +111,10 @@ class CpuBeamExecutor final : public BeamExecutor {
         layers[l].fluence = spread_spots_to_rays(bev, *layers[l].spots, layers[l].scalars.spread_sigma_x_iso_mm,
                                                  layers[l].scalars.spread_sigma_y_iso_mm, shared_in.spot_cutoff_sigmas);
     });
-    kernels::LayerStackArgs s = shared_in;
-    s.wepl_far_mm = wepl_far_.data();
-    s.density_g_cm3 = density_.data();
-    s.rho_over_x = rho_over_x_.data();
-    s.step_mm = step_.data();
-    s.image = image_.data();
-    s.sigma_x_px = sigma_x_.data();
-    s.sigma_y_px = sigma_y_.data();
-    s.halo_image = halo ? halo_image_.data() : nullptr;
-    s.halo_variance_mm2 = halo ? halo_variance_.data() : nullptr;
+    const kernels::LayerStackArgs s =
+        bind_stack(shared_in, {wepl_far_.data(), density_.data(), rho_over_x_.data(), step_.data(), image_.data(),
+                               sigma_x_.data(), sigma_y_.data(), halo ? halo_image_.data() : nullptr,
+                               halo ? halo_variance_.data() : nullptr});
     std::vector<double> row_energy(static_cast<std::size_t>(g.rows), 0.0);
     std::vector<int> row_overshoot(static_cast<std::size_t>(g.rows), std::numeric_limits<int>::min());
     for (const HostLayerTables& h : layers) {

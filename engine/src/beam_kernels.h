@@ -199,16 +199,30 @@ PD_HD inline double spot_axis_weight(int i, double c_px, double s_px) {
 // Layer images and σ-maps
 
 /// CIDD (MeV per proton) of a curve with IDD linear between its nodes
-/// (physics::CumulativeDepthDose::cidd_mev, the same formula).
-PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const double* cidd, int n, double w) {
+/// (physics::CumulativeDepthDose::cidd_mev: the same segment search — by
+/// division when the nodes d_1… are equally spaced by `uniform_step`, else
+/// binary — and the same formula).
+PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const double* cidd, int n, double uniform_step,
+                             double w) {
   constexpr double kGCm2PerMm = 0.1;
   if (n < 2 || w <= 0.0) return 0.0;
   if (w >= depth_mm[n - 1]) return cidd[n - 1];
-  int lo = 0, hi = n - 1;  // depth[lo] <= w < depth[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (depth_mm[mid] <= w) lo = mid;
-    else hi = mid;
+  int lo;
+  if (uniform_step > 0.0) {
+    if (w < depth_mm[1]) {
+      lo = 0;
+    } else {
+      const double i = floor((w - depth_mm[1]) / uniform_step) + 1.0;
+      lo = i < n - 2 ? static_cast<int>(i) : n - 2;
+    }
+  } else {
+    lo = 0;
+    int hi = n - 1;  // depth[lo] <= w < depth[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (depth_mm[mid] <= w) lo = mid;
+      else hi = mid;
+    }
   }
   const double h = depth_mm[lo + 1] - depth_mm[lo];
   const double t = w - depth_mm[lo];
@@ -224,6 +238,7 @@ struct LayerTables {
   const double* curve_idd;
   const double* curve_cidd;
   int curve_nodes;
+  double curve_uniform_step_mm;  ///< > 0: equally spaced nodes d_1… (division instead of search)
   /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
   const double* energy_mev;            ///< residual energy
   const double* scattering_factor;     ///< T(E)·X/ρ: scattering power per unit ρ/X (rad²/mm · g/cm² / (g/cm³))
@@ -315,8 +330,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
     if (w_near >= L.cutoff_wepl_mm) break;
     const double w_far = s.wepl_far_mm[idx];
     const double w_mid = 0.5 * (w_near + w_far);
-    const double d_mev = cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, fmin(w_far, L.cutoff_wepl_mm) + wet) -
-                         cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, w_near + wet);
+    const double d_mev = cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm,
+                                  fmin(w_far, L.cutoff_wepl_mm) + wet) -
+                         cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm,
+                                  w_near + wet);
     const double d = g.depth_mm(k);
     const double mx = g.magnification_x(d), my = g.magnification_y(d);
     const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;

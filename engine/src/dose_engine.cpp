@@ -566,6 +566,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           t.curve_depth_mm = &L.curve->depth_mm();
           t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
           t.curve_cidd = &L.curve->cidd_nodes_mev();
+          t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
           t.energy_mev = L.residual_energy_mev;
           // Scattering power per unit ρ/X at each node's energy (Fermi–Rossi /
           // Highland or Gottschalk's differential forms, physics/scattering.h);

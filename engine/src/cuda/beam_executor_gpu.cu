@@ -293,16 +293,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     spread_spots(g, layers, shared_in.spot_cutoff_sigmas);
     upload_layer_tables(layers, g.plane());
-    kernels::LayerStackArgs s = shared_in;
-    s.wepl_far_mm = wepl_far_.get();
-    s.density_g_cm3 = trace_density_.get();
-    s.rho_over_x = rho_over_x_.get();
-    s.step_mm = step_.get();
-    s.image = image_.get();
-    s.sigma_x_px = sigma_x_.get();
-    s.sigma_y_px = sigma_y_.get();
-    s.halo_image = halo ? halo_image_.get() : nullptr;
-    s.halo_variance_mm2 = halo ? halo_variance_.get() : nullptr;
+    const kernels::LayerStackArgs s =
+        bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
+                               sigma_x_.get(), sigma_y_.get(), halo ? halo_image_.get() : nullptr,
+                               halo ? halo_variance_.get() : nullptr});
     struct Sums {
       double energy;
       int overshoot;

@@ -139,4 +139,15 @@ inline std::vector<std::string> read_lines(const fs::path& p) {
   return lines;
 }
 
+/// A manifest of `jobs` in `dir`, numbered in order (as the manifest reader does).
+inline protondose::engine::Manifest manifest_of(const fs::path& dir, std::vector<protondose::engine::BatchJob> jobs) {
+  protondose::engine::Manifest m;
+  m.path = (dir / "manifest.json").string();
+  m.folder = dir.string();
+  int position = 0;
+  for (auto& j : jobs) j.position = ++position;
+  m.jobs = std::move(jobs);
+  return m;
+}
+
 }  // namespace batch_test

@@ -17,19 +17,10 @@
 
 namespace pe = protondose::engine;
 namespace fs = std::filesystem;
+using batch_test::manifest_of;
 using batch_test::TinyCase;
 
 namespace {
-
-pe::Manifest manifest_of(const fs::path& dir, std::vector<pe::BatchJob> jobs) {
-  pe::Manifest m;
-  m.path = (dir / "manifest.json").string();
-  m.folder = dir.string();
-  int position = 0;
-  for (auto& j : jobs) j.position = ++position;
-  m.jobs = std::move(jobs);
-  return m;
-}
 
 const pe::JobRecord& record(const pe::BatchSummary& s, const std::string& id) {
   for (const auto& r : s.records)

@@ -100,6 +100,9 @@ class CumulativeDepthDose {
   const std::vector<double>& depth_mm() const { return depth_mm_; }
   const std::vector<double>& idd_nodes_mev_cm2_g() const { return idd_; }
   const std::vector<double>& cidd_nodes_mev() const { return cidd_; }
+  /// > 0 when the nodes d_1, d_2, … are equally spaced by this step (mm): the
+  /// segment of a depth is then found by division (cidd_mev and the engine's kernels).
+  double uniform_step_mm() const { return uniform_step_mm_; }
   bool empty() const { return depth_mm_.empty(); }
 
  private:
