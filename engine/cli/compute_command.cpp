@@ -27,6 +27,7 @@
 #include "protondose/engine/batch.h"
 #include "protondose/engine/batch_dicom_io.h"
 #include "protondose/engine/dose_engine.h"
+#include "protondose/physics/nuclear_halo.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
 
@@ -47,6 +48,7 @@ struct ComputeArgs {
   bool json = false;
   std::optional<double> rbe;
   bool dose_to_medium = false;
+  std::string halo_model = protondose::physics::halo_model_name(protondose::physics::kDefaultHaloModel);
   double ray_pitch_mm = 1.0;
   double depth_step_mm = 1.0;
   std::string png_dir;
@@ -120,6 +122,17 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   o.keep_per_beam = a.per_beam;
   o.rbe_factor = a.rbe;
   o.quantity = a.dose_to_medium ? pe::DoseQuantity::kDoseToMedium : pe::DoseQuantity::kDoseToWater;
+  {
+    using protondose::physics::HaloModel;
+    bool known = false;
+    for (HaloModel m : {HaloModel::kMcsquareFit, HaloModel::kSoukup2005})
+      if (a.halo_model == protondose::physics::halo_model_name(m)) {
+        o.halo_model = m;
+        known = true;
+      }
+    if (!known)
+      throw protondose::ConfigError("--halo-model '" + a.halo_model + "' is unknown; accepted: mcsquare-fit, soukup-2005");
+  }
   o.ray_pitch_mm = a.ray_pitch_mm;
   o.depth_step_mm = a.depth_step_mm;
   // --machine is the user's explicit choice for every beam, whatever the plan names.
@@ -235,6 +248,9 @@ void add_compute(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_flag("--json", a->json, "Print a JSON summary (timings by stage, spots, voxels, max dose, backend)");
   cmd->add_option("--rbe", a->rbe, "Multiply by a constant RBE (e.g. 1.1); RT Dose labelled EFFECTIVE");
   cmd->add_flag("--dose-to-medium", a->dose_to_medium, "Report dose to medium instead of dose to water");
+  cmd->add_option("--halo-model", a->halo_model,
+                  "Nuclear halo: mcsquare-fit (default) | soukup-2005 (Soukup et al., PMB 50:5089, 2005)")
+      ->capture_default_str();
   cmd->add_option("--ray-pitch", a->ray_pitch_mm, "BEV ray spacing at the isocentre plane (mm)")->capture_default_str();
   cmd->add_option("--depth-step", a->depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
   cmd->callback([a, &ctx]() { run_compute(*a, ctx); });

@@ -247,6 +247,9 @@ struct LayerTables {
   int wepl_nodes;
   double inv_wepl_step_mm;
   double halo_max_wepl_mm;            ///< the halo tables' WEPL is clamped here
+  /// halo_sigma_mm holds the width the halo adds to the pencil's own core in
+  /// quadrature (Soukup et al. 2005), not a total width (the fitted model).
+  bool halo_sigma_is_added;
   const double* air_sigma_x_mm;  ///< [slice] in-air spot σ at the slice centre
   const double* air_sigma_y_mm;
   double spread_sigma_x_iso_mm, spread_sigma_y_iso_mm;
@@ -361,15 +364,20 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
     const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGramK;
     const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
     const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
+    // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
+    const double vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
+    const double vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
     if (L.halo_weight) {
       // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
-      // fraction W of this step's energy spreads with the halo σ (total width;
-      // the spread fluence already carries σ_spread).
+      // fraction W of this step's energy spreads with the halo σ (total
+      // width; the spread fluence already carries σ_spread).
       const double w_halo = fmin(w_mid, L.halo_max_wepl_mm);
       const double weight = uniform_table(L.halo_weight, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
       const double sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
+      const double variance = L.halo_sigma_is_added ? sh * sh + 0.5 * (fmax(vx, 0.0) + fmax(vy, 0.0))
+                                                    : sh * sh - 0.5 * (sxm * sxm + sym * sym);
       s.halo_image[sidx] = static_cast<float>(weight * pixel_gy);
-      s.halo_variance_mm2[sidx] = static_cast<float>(fmax(sh * sh - 0.5 * (sxm * sxm + sym * sym), 0.0));
+      s.halo_variance_mm2[sidx] = static_cast<float>(fmax(variance, 0.0));
       s.image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
     } else {
       s.image[sidx] = static_cast<float>(pixel_gy);
@@ -378,8 +386,6 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
         s.halo_variance_mm2[sidx] = 0.0f;
       }
     }
-    const double vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
-    const double vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
     const float spx = static_cast<float>(sqrt(fmax(vx, 0.0)) / (g.pitch_x_mm * mx));
     const float spy = static_cast<float>(sqrt(fmax(vy, 0.0)) / (g.pitch_y_mm * my));
     s.sigma_x_px[sidx] = spx;

@@ -429,7 +429,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       }
       const double e_after_shifter = physics::residual_energy_mev(L.mean_energy_mev, shifter_wet_mm);
       L.scattering = physics::ScatteringOptions::make(options_.scattering_model, e_after_shifter);
-      if (options_.nuclear_halo) L.halo.emplace(e_after_shifter);
+      if (options_.nuclear_halo) L.halo.emplace(e_after_shifter, options_.halo_model);
       const int n_table = static_cast<int>(std::ceil((L.cutoff_wepl_mm + 20.0) / kEnergyTableStepMm)) + 2;
       L.residual_energy_mev.resize(static_cast<std::size_t>(n_table));
       for (int i = 0; i < n_table; ++i)
@@ -581,10 +581,13 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
             sc.halo_max_wepl_mm = 0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm();
             t.halo_weight.resize(t.energy_mev.size());
             t.halo_sigma_mm.resize(t.energy_mev.size());
+            // Soukup: the table holds σ_N, added in quadrature to each pixel's
+            // own core width in the kernel; the fitted model: its total width.
+            sc.halo_sigma_is_added = L.halo->model() == physics::HaloModel::kSoukup2005;
             for (std::size_t i = 0; i < t.energy_mev.size(); ++i) {
               const double w = std::min(static_cast<double>(i) * kEnergyTableStepMm, sc.halo_max_wepl_mm);
               t.halo_weight[i] = L.halo->weight_fraction(w);
-              t.halo_sigma_mm[i] = L.halo->sigma_mm(w);
+              t.halo_sigma_mm[i] = sc.halo_sigma_is_added ? L.halo->added_sigma_mm(w) : L.halo->sigma_mm(w);
             }
           }
           t.air_sigma_x_mm = L.air_sigma_x_mm;

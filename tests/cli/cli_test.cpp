@@ -97,6 +97,16 @@ TEST_F(Cli, CompareOfDosesInDifferentFramesIsAnInputError) {
             exit_code(ErrorCategory::kInput));
 }
 
+TEST_F(Cli, AnUnknownHaloModelIsAConfigErrorNamingTheAcceptedOnes) {
+  const fs::path dir = fresh_dir("halo_model");
+  const CommandResult r = run("compute --ct '" + (water / "ct").string() + "' --plan '" + (water / "plan.dcm").string() +
+                              "' --machine DCPT_ProBeam_v5 --backend cpu --halo-model gaussian3 --out '" +
+                              (dir / "dose.dcm").string() + "' 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorCategory::kConfig)) << r.out;
+  EXPECT_NE(r.out.find("mcsquare-fit, soukup-2005"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "dose.dcm"));
+}
+
 TEST_F(Cli, MalformedGammaCriteriaAreAConfigError) {
   EXPECT_EQ(run("compare '" + (water / "mc_dose.dcm").string() + "' '" + (water / "mc_dose.dcm").string() +
                 "' --gamma 3percent > /dev/null 2>&1")

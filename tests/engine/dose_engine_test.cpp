@@ -363,6 +363,24 @@ TEST(DoseEngine, CoarserOutputGridKeepsTheEnergyAndTheMaximum) {
   EXPECT_NEAR(coarse.max_dose_gy / fine.max_dose_gy, 1.0, 0.05);
 }
 
+TEST(DoseEngine, ThePublishedHaloModelRunsConservesEnergyAndMovesDoseIntoTheTail) {
+  const CtImage ct = water_cube_ct(58);
+  const IonPlan plan = small_plan(0);
+  pe::DoseEngineOptions o = fast_options();
+  const pe::DoseResult fitted = make_engine(o).compute(ct, plan);
+  o.halo_model = protondose::physics::HaloModel::kSoukup2005;
+  const pe::DoseResult soukup = make_engine(o).compute(ct, plan);
+  ASSERT_GT(fitted.max_dose_gy, 0.0);
+  EXPECT_LT(std::abs(soukup.energy.relative_difference()), soukup.energy_balance_tolerance);
+  // Same pencils, same energy in the stack: only where the halo share goes differs.
+  EXPECT_NEAR(soukup.energy.expected_mev / fitted.energy.expected_mev, 1.0, 1e-9);
+  double worst = 0;
+  for (std::size_t i = 0; i < fitted.dose_gy.data.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(fitted.dose_gy.data[i]) - soukup.dose_gy.data[i]));
+  EXPECT_GT(worst, 1e-4 * fitted.max_dose_gy) << "the halo model made no difference";
+  EXPECT_LT(worst, 0.1 * fitted.max_dose_gy);
+}
+
 TEST(DoseEngine, StackSplitIntoLayerGroupsGivesTheSameDose) {
   const CtImage ct = water_cube_ct(58);
   IonPlan plan = small_plan(0);

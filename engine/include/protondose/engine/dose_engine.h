@@ -24,6 +24,7 @@
 #include "protondose/gpu/superposition.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
+#include "protondose/physics/nuclear_halo.h"
 #include "protondose/physics/scattering.h"
 
 namespace protondose::engine {
@@ -83,6 +84,10 @@ struct DoseEngineOptions {
   /// The nuclear halo as a second, wide Gaussian on a coarse grid
   /// (physics/nuclear_halo.h; da Silva et al., Front Oncol 5:281, 2015).
   bool nuclear_halo = true;
+  /// Which halo: the MCsquare-fitted default, or Soukup, Fippel & Alber, PMB
+  /// 50:5089 (2005), whose width adds σ_N in quadrature to each pencil's own
+  /// core width (docs/physics/nuclear-halo.md, docs/validation/nuclear-halo.md).
+  physics::HaloModel halo_model = physics::kDefaultHaloModel;
   /// A beam whose TreatmentMachineName differs from the beam model's name is an
   /// InputError unless this is false.
   bool require_machine_name_match = true;
