@@ -284,12 +284,31 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double 
   p->patient_position = ct.patient_position;
   p->rsp = Volume<float>(ct.hu.grid, 0.0f);
   p->density = Volume<float>(ct.hu.grid, 0.0f);
-  const physics::HuConversionReport report = hu_curve_.convert(ct.hu.data.data(), ct.hu.data.size(),
-                                                               options_.hu_policy, p->rsp.data.data(),
-                                                               p->density.data.data());
-  if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
-  if (rsp_scale != 1.0)
-    for (float& v : p->rsp.data) v = static_cast<float>(v * rsp_scale);
+  // In parallel over voxel chunks, each under the strict policy; a chunk with
+  // anything to report (an HU outside the curve, a non-finite value) sends the
+  // whole CT through one serial pass under the engine's policy, so that the
+  // error names the first such voxel and the clamp summary counts them all.
+  {
+    const std::size_t n = ct.hu.data.size();
+    std::atomic<bool> needs_serial_pass{false};
+    parallel_for_chunks(n, options_.threads, [&](std::size_t b, std::size_t e, int) {
+      try {
+        hu_curve_.convert(ct.hu.data.data() + b, e - b, physics::HuCoveragePolicy::kError, p->rsp.data.data() + b,
+                          p->density.data.data() + b);
+        if (rsp_scale != 1.0)
+          for (std::size_t i = b; i < e; ++i) p->rsp.data[i] = static_cast<float>(p->rsp.data[i] * rsp_scale);
+      } catch (const InputError&) {
+        needs_serial_pass = true;
+      }
+    });
+    if (needs_serial_pass) {
+      const physics::HuConversionReport report =
+          hu_curve_.convert(ct.hu.data.data(), n, options_.hu_policy, p->rsp.data.data(), p->density.data.data());
+      if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
+      if (rsp_scale != 1.0)
+        for (float& v : p->rsp.data) v = static_cast<float>(v * rsp_scale);
+    }
+  }
   const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
   if (og == ct.hu.grid) {
     p->out_rsp = p->rsp;

@@ -9,6 +9,7 @@
 #include "protondose/core/error.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
+#include "expect_error.h"
 
 namespace pe = protondose::engine;
 using protondose::CtImage;
@@ -361,6 +362,24 @@ TEST(DoseEngine, CoarserOutputGridKeepsTheEnergyAndTheMaximum) {
   EXPECT_LT(std::abs(coarse.energy.relative_difference()), coarse.energy_balance_tolerance);
   EXPECT_NEAR(coarse.energy.deposited_mev / fine.energy.deposited_mev, 1.0, 0.02);
   EXPECT_NEAR(coarse.max_dose_gy / fine.max_dose_gy, 1.0, 0.05);
+}
+
+TEST(DoseEngine, AnHuOutsideTheCurveNamesItsVoxelOrIsClampedWhenAskedAndNanIsRefused) {
+  CtImage ct = water_cube_ct(50);
+  const std::size_t last = ct.hu.data.size() - 1;  // in the last chunk of the parallel conversion
+  ct.hu.data[last] = 40000.0f;
+  const std::string msg = protondose::testing::message_of<protondose::InputError>([&] { make_engine().prepare(ct); });
+  EXPECT_NE(msg.find("HU 40000 at voxel " + std::to_string(last)), std::string::npos) << msg;
+  pe::DoseEngineOptions o = fast_options();
+  o.hu_policy = protondose::physics::HuCoveragePolicy::kClampToEnds;
+  const auto clamped = make_engine(o).prepare(ct);
+  CtImage reference = water_cube_ct(50);
+  reference.hu.data[last] = 1e9f;  // any HU above the curve clamps to its last row
+  const auto reference_prepared = make_engine(o).prepare(reference);
+  EXPECT_EQ(clamped->rsp.data, reference_prepared->rsp.data);
+  ct.hu.data[7] = std::numeric_limits<float>::quiet_NaN();
+  const std::string nan_msg = protondose::testing::message_of<protondose::InputError>([&] { make_engine(o).prepare(ct); });
+  EXPECT_NE(nan_msg.find("voxel 7 has a non-finite CT number"), std::string::npos) << nan_msg;
 }
 
 TEST(DoseEngine, ThePublishedHaloModelRunsConservesEnergyAndMovesDoseIntoTheTail) {
