@@ -457,11 +457,9 @@ PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, 
 // ---------------------------------------------------------------------------
 // Back to the patient
 
-/// Trilinear sample of a BEV array [slice][row][col] at a beam-frame point; 0 outside.
-PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
-  const double col = (x / g.magnification_x(d) - g.x0_mm) / g.pitch_x_mm;
-  const double row = (y / g.magnification_y(d) - g.y0_mm) / g.pitch_y_mm;
-  const double slice = (d - g.depth0_mm) / g.depth_step_mm;
+/// Trilinear sample of a BEV array [slice][row][col] at fractional
+/// (col, row, slice); 0 beyond the half-pixel border.
+PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, double col, double row, double slice) {
   int c0, c1, r0, r1, s0, s1;
   double fc, fr, fs;
   if (!axis_lerp(col, g.cols, c0, c1, fc) || !axis_lerp(row, g.rows, r0, r1, fr) || !axis_lerp(slice, g.slices, s0, s1, fs))
@@ -475,6 +473,12 @@ PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double 
   const double a1 = (at(s1, r0, c0) * (1 - fc) + at(s1, r0, c1) * fc) * (1 - fr) +
                     (at(s1, r1, c0) * (1 - fc) + at(s1, r1, c1) * fc) * fr;
   return static_cast<float>(a0 * (1 - fs) + a1 * fs);
+}
+
+/// Trilinear sample of a BEV array at a beam-frame point (x, y, depth); 0 outside.
+PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
+  return sample_bev_index(g, bev, (x / g.magnification_x(d) - g.x0_mm) / g.pitch_x_mm,
+                          (y / g.magnification_y(d) - g.y0_mm) / g.pitch_y_mm, (d - g.depth0_mm) / g.depth_step_mm);
 }
 
 /// Adds the BEV dose at output voxel (i, j, k) to dose[voxel].

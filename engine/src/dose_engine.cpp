@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "beam_executor.h"
+#include "beam_geometry.h"
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
 #include "protondose/gpu/device_superposition.h"
@@ -226,35 +227,6 @@ const physics::CumulativeDepthDose& DoseEngine::depth_dose(double e) const {
 namespace {
 
 std::atomic<std::uint64_t> next_prepared_ct_id{1};
-
-/// Affine map fitted exactly to an affine function by probing the origin and the unit vectors.
-template <class F>
-kernels::Affine3 affine_of(F f) {
-  kernels::Affine3 m{};
-  const Vec3 o = f(0.0, 0.0, 0.0);
-  const Vec3 e[3] = {f(1.0, 0.0, 0.0), f(0.0, 1.0, 0.0), f(0.0, 0.0, 1.0)};
-  for (int r = 0; r < 3; ++r) {
-    m.b[r] = o[r];
-    for (int c = 0; c < 3; ++c) m.a[r][c] = e[c][r] - o[r];
-  }
-  return m;
-}
-
-kernels::BevGeometry geometry_of(const BevGrid& g) {
-  kernels::BevGeometry k{};
-  k.inv_sad_x = std::isinf(g.sad_x_mm) ? 0.0 : 1.0 / g.sad_x_mm;
-  k.inv_sad_y = std::isinf(g.sad_y_mm) ? 0.0 : 1.0 / g.sad_y_mm;
-  k.x0_mm = g.x0_mm;
-  k.y0_mm = g.y0_mm;
-  k.pitch_x_mm = g.pitch_x_mm;
-  k.pitch_y_mm = g.pitch_y_mm;
-  k.depth0_mm = g.depth0_mm;
-  k.depth_step_mm = g.depth_step_mm;
-  k.cols = g.cols;
-  k.rows = g.rows;
-  k.slices = g.slices;
-  return k;
-}
 
 [[noreturn]] void throw_bad_dose(const Grid3& g, long long voxel, float value, const std::string& what) {
   const std::size_t v = static_cast<std::size_t>(voxel);
@@ -478,8 +450,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
                                    (shifter_wet_mm > 0 ? 0.02 * (ct_end_mm - shifter_depth_mm) : 0.0);
     double margin_mm = options_.cutoff_sigmas * std::hypot(max_air_sigma_mm, mcs_estimate_mm) +
                        2 * options_.ray_pitch_mm;
-    const kernels::Affine3 beam_from_out_index =
-        affine_of([&](double i, double j, double k) { return frame.beam_from_patient(og.position_mm(i, j, k)); });
+    const kernels::Affine3 beam_from_out_index = beam_from_voxel_index(og, frame);
     result.timings.beam_setup_s += seconds_since(t0);
 
     BevGrid grid;
@@ -502,10 +473,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       const BevGrid full = make_bev_grid(spec);
       full.validate("ray tracing");
       const kernels::BevGeometry full_geometry = geometry_of(full);
-      const TraceSummary traced = exec.trace(
-          full_geometry, affine_of([&](double x, double y, double d) {
-            return ct.ct_grid.continuous_index(frame.patient_from_beam({x, y, d}));
-          }));
+      const TraceSummary traced = exec.trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame));
       // Crop: from where the first ray meets material (dose to water is
       // reported in the air of the CT too, as the Monte Carlo references do)
       // to where the last pencil passes its range cut-off.

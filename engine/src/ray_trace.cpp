@@ -7,33 +7,14 @@
 
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
+#include "beam_geometry.h"
+#include "beam_kernels.h"
 
 namespace protondose::engine {
 
 float sample_trilinear(const Volume<float>& v, const Vec3& p_mm) {
   const Vec3 c = v.grid.continuous_index(p_mm);
-  int i0[3];
-  double f[3];
-  for (int a = 0; a < 3; ++a) {
-    const int n = v.grid.size[a];
-    // Outside the outer voxel faces: no material.
-    if (!(c[a] >= -0.5) || !(c[a] <= n - 0.5)) return 0.0f;
-    const double x = std::clamp(c[a], 0.0, static_cast<double>(n - 1));
-    int i = static_cast<int>(std::floor(x));
-    if (i >= n - 1) i = std::max(n - 2, 0);
-    i0[a] = i;
-    f[a] = n == 1 ? 0.0 : x - i;
-  }
-  const int i1[3] = {std::min(i0[0] + 1, v.grid.size[0] - 1), std::min(i0[1] + 1, v.grid.size[1] - 1),
-                     std::min(i0[2] + 1, v.grid.size[2] - 1)};
-  const auto at = [&](int i, int j, int k) { return static_cast<double>(v.data[v.grid.index(i, j, k)]); };
-  const double c00 = at(i0[0], i0[1], i0[2]) * (1 - f[0]) + at(i1[0], i0[1], i0[2]) * f[0];
-  const double c10 = at(i0[0], i1[1], i0[2]) * (1 - f[0]) + at(i1[0], i1[1], i0[2]) * f[0];
-  const double c01 = at(i0[0], i0[1], i1[2]) * (1 - f[0]) + at(i1[0], i0[1], i1[2]) * f[0];
-  const double c11 = at(i0[0], i1[1], i1[2]) * (1 - f[0]) + at(i1[0], i1[1], i1[2]) * f[0];
-  const double c0 = c00 * (1 - f[1]) + c10 * f[1];
-  const double c1 = c01 * (1 - f[1]) + c11 * f[1];
-  return static_cast<float>(c0 * (1 - f[2]) + c1 * f[2]);
+  return kernels::sample_volume(v.data.data(), v.grid.size.data(), c[0], c[1], c[2]);
 }
 
 void box_depth_range(const Grid3& grid, const BeamFrame& frame, double& begin_mm, double& end_mm) {
@@ -59,6 +40,7 @@ RayTrace trace_rays(const BevGrid& grid, const BeamFrame& frame, const Volume<fl
       << " values) do not match the CT grid (" << rsp.grid.voxel_count() << " voxels)";
     throw InputError(m.str());
   }
+  // The engine's own per-ray tracing (beam_kernels.h), on host vectors.
   RayTrace t;
   t.grid = grid;
   t.rsp.assign(grid.pixel_count(), 0.0f);
@@ -67,27 +49,26 @@ RayTrace trace_rays(const BevGrid& grid, const BeamFrame& frame, const Volume<fl
   t.step_mm.assign(grid.rays(), 0.0f);
   t.wepl_start_mm.assign(grid.rays(), 0.0f);
   t.entry_slice.assign(grid.rays(), -1);
+  std::vector<float> rho_over_x(grid.pixel_count(), 0.0f);  // not part of RayTrace
+  const double no_scattering[2] = {0.0, 0.0};
+  kernels::TraceInput in{};
+  in.grid = geometry_of(grid);
+  in.ct_index_from_beam = ct_index_from_beam(rsp.grid, frame);
+  in.rsp = rsp.data.data();
+  in.density_g_cm3 = density.data.data();
+  for (int a = 0; a < 3; ++a) in.ct_size[a] = rsp.grid.size[a];
+  in.inverse_length_table = no_scattering;
+  in.inverse_length_nodes = 2;
+  in.inv_density_step = 1.0;
+  const kernels::TraceOutput out{t.rsp.data(), t.density_g_cm3.data(), t.wepl_far_mm.data(), rho_over_x.data(),
+                                 t.step_mm.data()};
   parallel_for_chunks(static_cast<std::size_t>(grid.rows), threads, [&](std::size_t begin, std::size_t end, int) {
-    for (std::size_t r = begin; r < end; ++r) {
-      const int row = static_cast<int>(r);
+    for (std::size_t r = begin; r < end; ++r)
       for (int col = 0; col < grid.cols; ++col) {
-        const std::size_t ray = static_cast<std::size_t>(row) * grid.cols + col;
-        const double step_mm = grid.depth_step_mm * grid.path_per_depth(col, row);
-        t.step_mm[ray] = static_cast<float>(step_mm);
-        double wepl_mm = 0.0;
-        for (int k = 0; k < grid.slices; ++k) {
-          const Vec3 p = frame.patient_from_beam(grid.beam_point_mm(col, row, k));
-          const float s = sample_trilinear(rsp, p);
-          const float rho = sample_trilinear(density, p);
-          const std::size_t idx = grid.index(k, row, col);
-          t.rsp[idx] = s;
-          t.density_g_cm3[idx] = rho;
-          wepl_mm += static_cast<double>(s) * step_mm;
-          t.wepl_far_mm[idx] = static_cast<float>(wepl_mm);
-          if (t.entry_slice[ray] < 0 && rho >= kPatientDensityThresholdGcm3) t.entry_slice[ray] = k;
-        }
+        int first_material = -1;
+        kernels::trace_ray(in, out, col, static_cast<int>(r), &t.entry_slice[r * static_cast<std::size_t>(grid.cols) + col],
+                           &first_material);
       }
-    }
   });
   return t;
 }
