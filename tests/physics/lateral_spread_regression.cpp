@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "csv_fields.h"
 #include "protondose/physics/depth_dose.h"
 #include "protondose/physics/materials.h"
 #include "protondose/physics/range_energy.h"
@@ -34,13 +35,7 @@ struct SpotRow {
   AxisEmittance y;
 };
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream s(line);
-  std::string f;
-  while (std::getline(s, f, ',')) out.push_back(f);
-  return out;
-}
+const auto split = protondose::testing::split_csv_line;
 
 std::map<std::string, std::size_t> header_index(const std::string& header) {
   std::map<std::string, std::size_t> index;

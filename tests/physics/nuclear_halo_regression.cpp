@@ -19,19 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "csv_fields.h"
 #include "protondose/physics/nuclear_halo.h"
 #include "protondose/physics/range_energy.h"
 
 namespace protondose::physics {
 namespace {
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream s(line);
-  std::string f;
-  while (std::getline(s, f, ',')) out.push_back(f);
-  return out;
-}
+const auto split = protondose::testing::split_csv_line;
 
 const std::string kReference = std::string(PROTONDOSE_SHARED_DIR) + "/reference/";
 

@@ -1,3 +1,4 @@
+#include "csv_fields.h"
 #include "protondose/physics/nuclear_halo.h"
 
 #include <gtest/gtest.h>
@@ -17,13 +18,7 @@
 namespace protondose::physics {
 namespace {
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream s(line);
-  std::string f;
-  while (std::getline(s, f, ',')) out.push_back(f);
-  return out;
-}
+const auto split = protondose::testing::split_csv_line;
 
 // Reference values of the Soukup et al. (PMB 50:5089, 2005) weight from an
 // independent implementation: the tabulation that da Silva et al. (Front Oncol
