@@ -50,10 +50,6 @@ constexpr std::size_t kDeviceStackBytesPerPixel = kStackBytesPerPixel + sizeof(u
 constexpr std::size_t kDefaultHostStackBytes = std::size_t{2} << 30;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
-/// Target pitch (mm, isocentre plane) of the coarse grid of the nuclear halo:
-/// the fitted halo σ is ≥ 8 mm (nuclear_halo.h), so ≥ 2 coarse pixels; wider
-/// halos get a coarser grid (see the halo stage).
-constexpr double kHaloPitchMm = 4.0;
 
 /// Everything one energy layer needs in the BEV stage.
 struct LayerWork {
@@ -148,6 +144,7 @@ void DoseEngineOptions::validate() const {
   if (output_spacing_mm && (!(*output_spacing_mm > 0) || !std::isfinite(*output_spacing_mm)))
     bad("output grid spacing (mm)", *output_spacing_mm, "(0, inf) mm");
   if (rbe_factor && (!(*rbe_factor > 0) || !std::isfinite(*rbe_factor))) bad("rbe_factor", *rbe_factor, "(0, inf)");
+  if (halo_pitch_mm && (!(*halo_pitch_mm > 0) || !(*halo_pitch_mm <= 20))) bad("halo_pitch_mm", *halo_pitch_mm, "(0, 20] mm");
   if (!(energy_balance_tolerance > 0) || !(energy_balance_tolerance < 1))
     bad("energy_balance_tolerance", energy_balance_tolerance, "(0, 1)");
   if (threads < 0) bad("threads", threads, "[0, inf)");
@@ -631,20 +628,20 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         stage_done(result.timings.superposition_s);
         if (options_.nuclear_halo && images.max_halo_variance_mm2 > 0) {
           // The nuclear halo of a beam: the halo shares of the input pixels are
-          // summed into blocks of a coarse BEV grid (pitch ≈ kHaloPitchMm,
+          // summed into blocks of a coarse BEV grid (pitch ≈ halo_pitch_mm,
           // padded by the widest halo kernel so nothing is clipped), superposed
           // there with the halo σ, and resampled onto the dose grid like the core dose.
           const double first_d = grid.depth_mm(0), last_d = grid.depth_mm(grid.slices - 1);
           const double m_min = std::min({grid.magnification_x(first_d), grid.magnification_y(first_d),
                                          grid.magnification_x(last_d), grid.magnification_y(last_d)});
-          // Coarse pitch: kHaloPitchMm, or coarser where the widest halo kernel
+          // Coarse pitch: halo_pitch_mm, or coarser where the widest halo kernel
           // would otherwise exceed the tile scatter's radius (kMaxTileRadiusPx)
           // and fall to its slow general path (the fitted halo reaches σ ≈ 50 mm
           // at 170 MeV: 12 px at 4 mm, r = 37).
           const double widest_halo_mm = std::sqrt(images.max_halo_variance_mm2);
           const int f_tile = static_cast<int>(std::ceil(options_.cutoff_sigmas * widest_halo_mm /
                                                         (kMaxTileRadiusPx * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min)));
-          const int f = std::max({1, static_cast<int>(std::lround(kHaloPitchMm / grid.pitch_x_mm)), f_tile});
+          const int f = std::max({1, static_cast<int>(std::lround(options_.effective_halo_pitch_mm() / grid.pitch_x_mm)), f_tile});
           const int pad = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
                                                      (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
           BevGrid hg = grid;

@@ -382,6 +382,30 @@ TEST(DoseEngine, AnHuOutsideTheCurveNamesItsVoxelOrIsClampedWhenAskedAndNanIsRef
   EXPECT_NE(nan_msg.find("voxel 7 has a non-finite CT number"), std::string::npos) << nan_msg;
 }
 
+TEST(DoseEngine, TheDefaultHaloGridIsAsAccurateAsTheFinerOneAndAPitchOutsideTheRangeIsRefused) {
+  // The fitted halo's default coarse pitch (8 mm) against 4 mm: the engine's
+  // choice must not move the dose by more than a few tenths of a percent.
+  const CtImage ct = water_cube_ct(58);
+  const IonPlan plan = small_plan(0);
+  pe::DoseEngineOptions o = fast_options();
+  ASSERT_EQ(o.effective_halo_pitch_mm(), 8.0);
+  const pe::DoseResult coarse = make_engine(o).compute(ct, plan);
+  o.halo_pitch_mm = 4.0;
+  const pe::DoseResult fine = make_engine(o).compute(ct, plan);
+  ASSERT_GT(fine.max_dose_gy, 0.0);
+  double worst = 0;
+  for (std::size_t i = 0; i < fine.dose_gy.data.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(fine.dose_gy.data[i]) - coarse.dose_gy.data[i]));
+  EXPECT_LT(worst, 0.005 * fine.max_dose_gy);
+  EXPECT_GT(worst, 0.0) << "the pitch made no difference: is the option used?";
+  o.halo_pitch_mm = 0.0;
+  EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { make_engine(o); }).find("halo_pitch_mm = 0"),
+            std::string::npos);
+  o.halo_pitch_mm.reset();
+  o.halo_model = protondose::physics::HaloModel::kSoukup2005;
+  EXPECT_EQ(o.effective_halo_pitch_mm(), 4.0);
+}
+
 TEST(DoseEngine, ThePublishedHaloModelRunsConservesEnergyAndMovesDoseIntoTheTail) {
   const CtImage ct = water_cube_ct(58);
   const IonPlan plan = small_plan(0);
