@@ -19,6 +19,8 @@ using detail::describe;
 using detail::find_integer;
 using detail::find_number;
 using detail::find_string;
+using detail::put_string;
+using detail::put_u16;
 using detail::require_integer;
 using detail::require_number;
 using detail::require_numbers;
@@ -183,10 +185,6 @@ bool axis_aligned(const Vec3& v) {
     else if (std::abs(c) > CtSeriesTolerance::kDirectionCosine) return false;
   }
   return big == 1;
-}
-
-void check_put_u16(DcmItem& item, const DcmTagKey& key, Uint16 value) {
-  detail::check_put(item.putAndInsertUint16(key, value), "set " + tag_label(key));
 }
 
 std::string vec_text(const Vec3& v) {
@@ -372,14 +370,6 @@ CtSeriesReadResult read_ct_series_detailed(const std::string& folder, const std:
   return result;
 }
 
-namespace {
-
-void put(DcmItem& item, const DcmTagKey& key, const std::string& value) {
-  detail::check_put(item.putAndInsertString(key, value.c_str()), "set " + tag_label(key));
-}
-
-}  // namespace
-
 void write_ct_series(const CtImage& ct, const std::string& folder, const CtWriteOptions& options) {
   const Grid3& g = ct.hu.grid;
   const std::string what = "CT series for '" + folder + "'";
@@ -424,54 +414,41 @@ void write_ct_series(const CtImage& ct, const std::string& folder, const CtWrite
     DcmFileFormat file;
     DcmDataset& ds = *file.getDataset();
     const Vec3 position = g.position_mm(0, 0, k);
-    put(ds, DCM_SpecificCharacterSet, "ISO_IR 100");
-    put(ds, DCM_ImageType, "DERIVED\\SECONDARY\\AXIAL");
-    put(ds, DCM_InstanceCreationDate, date);
-    put(ds, DCM_InstanceCreationTime, time);
-    put(ds, DCM_SOPClassUID, UID_CTImageStorage);
-    put(ds, DCM_SOPInstanceUID, detail::new_uid());
-    put(ds, DCM_StudyDate, "");
-    put(ds, DCM_StudyTime, "");
-    put(ds, DCM_ContentDate, date);
-    put(ds, DCM_ContentTime, time);
-    put(ds, DCM_AccessionNumber, "");
-    put(ds, DCM_Modality, "CT");
-    put(ds, DCM_Manufacturer, options.manufacturer);
-    put(ds, DCM_ReferringPhysicianName, "");
-    put(ds, DCM_SeriesDescription, options.series_description);
-    put(ds, DCM_Laterality, "");
-    put(ds, DCM_OperatorsName, "");
-    put(ds, DCM_PatientName, ct.patient_name);
-    put(ds, DCM_PatientID, ct.patient_id);
-    put(ds, DCM_PatientBirthDate, "");
-    put(ds, DCM_PatientSex, "");
-    put(ds, DCM_KVP, "");
-    put(ds, DCM_SliceThickness, detail::format_ds(g.spacing_mm[2]));
-    put(ds, DCM_PatientPosition, ct.patient_position);
-    put(ds, DCM_StudyInstanceUID, study_uid);
-    put(ds, DCM_SeriesInstanceUID, series_uid);
-    put(ds, DCM_StudyID, "");
-    put(ds, DCM_SeriesNumber, std::to_string(options.series_number));
-    put(ds, DCM_AcquisitionNumber, "1");
-    put(ds, DCM_InstanceNumber, std::to_string(k + 1));
-    put(ds, DCM_PatientOrientation, "");
-    put(ds, DCM_ImagePositionPatient, detail::format_ds(std::vector<double>(position.begin(), position.end())));
-    put(ds, DCM_ImageOrientationPatient,
-        detail::format_ds({g.axis[0][0], g.axis[0][1], g.axis[0][2], g.axis[1][0], g.axis[1][1], g.axis[1][2]}));
-    put(ds, DCM_FrameOfReferenceUID, frame_uid);
-    put(ds, DCM_PositionReferenceIndicator, "");
-    check_put_u16(ds, DCM_SamplesPerPixel, 1);
-    put(ds, DCM_PhotometricInterpretation, "MONOCHROME2");
-    check_put_u16(ds, DCM_Rows, static_cast<Uint16>(g.size[1]));
-    check_put_u16(ds, DCM_Columns, static_cast<Uint16>(g.size[0]));
-    put(ds, DCM_PixelSpacing, detail::format_ds(std::vector<double>{g.spacing_mm[1], g.spacing_mm[0]}));
-    check_put_u16(ds, DCM_BitsAllocated, 16);
-    check_put_u16(ds, DCM_BitsStored, 16);
-    check_put_u16(ds, DCM_HighBit, 15);
-    check_put_u16(ds, DCM_PixelRepresentation, options.unsigned_pixels ? 0 : 1);
-    put(ds, DCM_RescaleIntercept, detail::format_ds(intercept));
-    put(ds, DCM_RescaleSlope, "1");
-    put(ds, DCM_RescaleType, "HU");
+    detail::CommonModules common;
+    common.sop_class_uid = UID_CTImageStorage;
+    common.sop_instance_uid = detail::new_uid();
+    common.modality = "CT";
+    common.patient_name = ct.patient_name;
+    common.patient_id = ct.patient_id;
+    common.study_uid = study_uid;
+    common.series_uid = series_uid;
+    common.frame_uid = frame_uid;
+    common.manufacturer = options.manufacturer;
+    common.series_description = options.series_description;
+    common.series_number = options.series_number;
+    common.instance_number = k + 1;
+    common.date = date;
+    common.time = time;
+    detail::put_common_modules(ds, common);
+    detail::put_image_plane(ds, g, position);
+    // CT Image and General Image elements the shared modules do not cover.
+    put_string(ds, DCM_ImageType, "DERIVED\\SECONDARY\\AXIAL");
+    put_string(ds, DCM_Laterality, "");
+    put_string(ds, DCM_KVP, "");
+    put_string(ds, DCM_PatientPosition, ct.patient_position);
+    put_string(ds, DCM_AcquisitionNumber, "1");
+    put_string(ds, DCM_PatientOrientation, "");
+    put_u16(ds, DCM_SamplesPerPixel, 1);
+    put_string(ds, DCM_PhotometricInterpretation, "MONOCHROME2");
+    put_u16(ds, DCM_Rows, static_cast<Uint16>(g.size[1]));
+    put_u16(ds, DCM_Columns, static_cast<Uint16>(g.size[0]));
+    put_u16(ds, DCM_BitsAllocated, 16);
+    put_u16(ds, DCM_BitsStored, 16);
+    put_u16(ds, DCM_HighBit, 15);
+    put_u16(ds, DCM_PixelRepresentation, options.unsigned_pixels ? 0 : 1);
+    put_string(ds, DCM_RescaleIntercept, detail::format_ds(intercept));
+    put_string(ds, DCM_RescaleSlope, "1");
+    put_string(ds, DCM_RescaleType, "HU");
     for (std::size_t p = 0; p < slice_voxels; ++p) {
       const double v = stored[k * slice_voxels + p];
       // int16 two's complement bit pattern, or uint16 as is.

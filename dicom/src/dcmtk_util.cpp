@@ -294,22 +294,65 @@ std::string new_uid(const char* root) {
   return buffer;
 }
 
-std::string today_da() {
+namespace {
+
+std::string utc_now(const char* format) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buffer[16];
-  std::strftime(buffer, sizeof buffer, "%Y%m%d", &tm);
+  std::strftime(buffer, sizeof buffer, format, &tm);
   return buffer;
 }
 
-std::string now_tm() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[16];
-  std::strftime(buffer, sizeof buffer, "%H%M%S", &tm);
-  return buffer;
+}  // namespace
+
+std::string today_da() { return utc_now("%Y%m%d"); }
+std::string now_tm() { return utc_now("%H%M%S"); }
+
+void put_string(DcmItem& item, const DcmTagKey& key, const std::string& value) {
+  check_put(item.putAndInsertString(key, value.c_str()), "set " + tag_label(key));
+}
+
+void put_u16(DcmItem& item, const DcmTagKey& key, Uint16 value) {
+  check_put(item.putAndInsertUint16(key, value), "set " + tag_label(key));
+}
+
+void put_common_modules(DcmItem& item, const CommonModules& m) {
+  put_string(item, DCM_SpecificCharacterSet, "ISO_IR 100");
+  put_string(item, DCM_InstanceCreationDate, m.date);
+  put_string(item, DCM_InstanceCreationTime, m.time);
+  put_string(item, DCM_SOPClassUID, m.sop_class_uid);
+  put_string(item, DCM_SOPInstanceUID, m.sop_instance_uid);
+  put_string(item, DCM_StudyDate, "");
+  put_string(item, DCM_StudyTime, "");
+  put_string(item, DCM_ContentDate, m.date);
+  put_string(item, DCM_ContentTime, m.time);
+  put_string(item, DCM_AccessionNumber, "");
+  put_string(item, DCM_Modality, m.modality);
+  put_string(item, DCM_Manufacturer, m.manufacturer);
+  put_string(item, DCM_ReferringPhysicianName, "");
+  put_string(item, DCM_SeriesDescription, m.series_description);
+  put_string(item, DCM_OperatorsName, "");
+  put_string(item, DCM_PatientName, m.patient_name);
+  put_string(item, DCM_PatientID, m.patient_id);
+  put_string(item, DCM_PatientBirthDate, "");
+  put_string(item, DCM_PatientSex, "");
+  put_string(item, DCM_StudyInstanceUID, m.study_uid);
+  put_string(item, DCM_SeriesInstanceUID, m.series_uid);
+  put_string(item, DCM_StudyID, "");
+  put_string(item, DCM_SeriesNumber, std::to_string(m.series_number));
+  put_string(item, DCM_InstanceNumber, std::to_string(m.instance_number));
+  put_string(item, DCM_FrameOfReferenceUID, m.frame_uid);
+  put_string(item, DCM_PositionReferenceIndicator, "");
+}
+
+void put_image_plane(DcmItem& item, const Grid3& g, const Vec3& position_mm) {
+  put_string(item, DCM_SliceThickness, format_ds(g.spacing_mm[2]));
+  put_string(item, DCM_ImagePositionPatient, format_ds(std::vector<double>(position_mm.begin(), position_mm.end())));
+  put_string(item, DCM_ImageOrientationPatient,
+             format_ds({g.axis[0][0], g.axis[0][1], g.axis[0][2], g.axis[1][0], g.axis[1][1], g.axis[1][2]}));
+  put_string(item, DCM_PixelSpacing, format_ds(std::vector<double>{g.spacing_mm[1], g.spacing_mm[0]}));
 }
 
 std::string describe(double value) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "protondose/core/grid.h"
+
 namespace protondose::dicom::detail {
 
 /// "ScanSpotMetersetWeights (300a,0396)": the keyword and the tag, as error
@@ -73,6 +75,30 @@ std::string format_ds(const std::vector<double>& values);
 /// Checks a DCMTK status while building or writing a dataset; InternalError
 /// (for put/insert) or IoError (for save) naming what was attempted.
 void check_put(const OFCondition& status, const std::string& what);
+
+/// Puts a string / US element; check_put names the tag on failure.
+void put_string(DcmItem& item, const DcmTagKey& key, const std::string& value);
+void put_u16(DcmItem& item, const DcmTagKey& key, Uint16 value);
+
+/// What the modules shared by every object protondose writes need: SOP
+/// Common, Patient, General Study, General Series, Frame of Reference and
+/// General Equipment (PS3.3), their type 2 elements left empty.
+struct CommonModules {
+  const char* sop_class_uid = nullptr;
+  std::string sop_instance_uid;
+  std::string modality;
+  std::string patient_name, patient_id;
+  std::string study_uid, series_uid, frame_uid;
+  std::string manufacturer, series_description;
+  int series_number = 1;
+  int instance_number = 1;
+  std::string date, time;  ///< instance creation and content stamps (today_da(), now_tm())
+};
+void put_common_modules(DcmItem& item, const CommonModules& m);
+
+/// Image Plane module of a slice of `grid` whose first pixel is at `position_mm`:
+/// SliceThickness, ImagePositionPatient, ImageOrientationPatient, PixelSpacing (row\\column).
+void put_image_plane(DcmItem& item, const Grid3& grid, const Vec3& position_mm);
 
 /// A fresh UID from DCMTK's dcmGenerateUniqueIdentifier (site root
 /// SITE_INSTANCE_UID_ROOT).

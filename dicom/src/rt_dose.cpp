@@ -19,6 +19,8 @@ using detail::find_numbers;
 using detail::find_string;
 using detail::describe;
 using detail::format_ds;
+using detail::put_string;
+using detail::put_u16;
 using detail::require_integer;
 using detail::require_number;
 using detail::require_numbers;
@@ -196,10 +198,6 @@ RtDose read_rt_dose(const std::string& path) {
 
 namespace {
 
-void put(DcmItem& item, const DcmTagKey& key, const std::string& value) {
-  check_put(item.putAndInsertString(key, value.c_str()), "set " + tag_label(key));
-}
-
 // The DS text for DoseGridScaling, and its value as any reader will parse it:
 // the smallest printed value ≥ max / max_pixel, so the maximum still fits.
 std::pair<std::string, double> scaling_for(double max_gy, double max_pixel) {
@@ -283,48 +281,32 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
   const std::string date = detail::today_da();
   const std::string time = detail::now_tm();
   // SOP Common, Patient, General Study, RT Series, Frame of Reference, General Equipment.
-  put(ds, DCM_SpecificCharacterSet, "ISO_IR 100");
-  put(ds, DCM_InstanceCreationDate, date);
-  put(ds, DCM_InstanceCreationTime, time);
-  put(ds, DCM_SOPClassUID, UID_RTDoseStorage);
-  put(ds, DCM_SOPInstanceUID, sop_uid);
-  put(ds, DCM_StudyDate, "");
-  put(ds, DCM_StudyTime, "");
-  put(ds, DCM_AccessionNumber, "");
-  put(ds, DCM_Modality, "RTDOSE");
-  put(ds, DCM_Manufacturer, options.manufacturer);
-  put(ds, DCM_ReferringPhysicianName, "");
-  put(ds, DCM_SeriesDescription, options.series_description);
-  put(ds, DCM_OperatorsName, "");
-  put(ds, DCM_PatientName, patient_name);
-  put(ds, DCM_PatientID, patient_id);
-  put(ds, DCM_PatientBirthDate, "");
-  put(ds, DCM_PatientSex, "");
-  put(ds, DCM_StudyInstanceUID, study_uid);
-  put(ds, DCM_SeriesInstanceUID, detail::new_uid());
-  put(ds, DCM_StudyID, "");
-  put(ds, DCM_SeriesNumber, "1");
-  put(ds, DCM_InstanceNumber, "1");
-  put(ds, DCM_FrameOfReferenceUID, frame_uid);
-  put(ds, DCM_PositionReferenceIndicator, "");
-  put(ds, DCM_ContentDate, date);
-  put(ds, DCM_ContentTime, time);
+  detail::CommonModules common;
+  common.sop_class_uid = UID_RTDoseStorage;
+  common.sop_instance_uid = sop_uid;
+  common.modality = "RTDOSE";
+  common.patient_name = patient_name;
+  common.patient_id = patient_id;
+  common.study_uid = study_uid;
+  common.series_uid = detail::new_uid();
+  common.frame_uid = frame_uid;
+  common.manufacturer = options.manufacturer;
+  common.series_description = options.series_description;
+  common.date = date;
+  common.time = time;
+  detail::put_common_modules(ds, common);
   // Image Plane / Image Pixel / Multi-frame.
-  put(ds, DCM_SliceThickness, format_ds(g.spacing_mm[2]));
-  put(ds, DCM_ImagePositionPatient, format_ds(std::vector<double>(g.origin_mm.begin(), g.origin_mm.end())));
-  put(ds, DCM_ImageOrientationPatient,
-      format_ds({g.axis[0][0], g.axis[0][1], g.axis[0][2], g.axis[1][0], g.axis[1][1], g.axis[1][2]}));
-  put(ds, DCM_PixelSpacing, format_ds(std::vector<double>{g.spacing_mm[1], g.spacing_mm[0]}));
-  check_put(ds.putAndInsertUint16(DCM_SamplesPerPixel, 1), "set SamplesPerPixel");
-  put(ds, DCM_PhotometricInterpretation, "MONOCHROME2");
-  put(ds, DCM_NumberOfFrames, std::to_string(g.size[2]));
+  detail::put_image_plane(ds, g, g.origin_mm);
+  put_u16(ds, DCM_SamplesPerPixel, 1);
+  put_string(ds, DCM_PhotometricInterpretation, "MONOCHROME2");
+  put_string(ds, DCM_NumberOfFrames, std::to_string(g.size[2]));
   check_put(ds.putAndInsertTagKey(DCM_FrameIncrementPointer, DCM_GridFrameOffsetVector), "set FrameIncrementPointer");
-  check_put(ds.putAndInsertUint16(DCM_Rows, static_cast<Uint16>(g.size[1])), "set Rows");
-  check_put(ds.putAndInsertUint16(DCM_Columns, static_cast<Uint16>(g.size[0])), "set Columns");
-  check_put(ds.putAndInsertUint16(DCM_BitsAllocated, static_cast<Uint16>(bits)), "set BitsAllocated");
-  check_put(ds.putAndInsertUint16(DCM_BitsStored, static_cast<Uint16>(bits)), "set BitsStored");
-  check_put(ds.putAndInsertUint16(DCM_HighBit, static_cast<Uint16>(bits - 1)), "set HighBit");
-  check_put(ds.putAndInsertUint16(DCM_PixelRepresentation, 0), "set PixelRepresentation");
+  put_u16(ds, DCM_Rows, static_cast<Uint16>(g.size[1]));
+  put_u16(ds, DCM_Columns, static_cast<Uint16>(g.size[0]));
+  put_u16(ds, DCM_BitsAllocated, static_cast<Uint16>(bits));
+  put_u16(ds, DCM_BitsStored, static_cast<Uint16>(bits));
+  put_u16(ds, DCM_HighBit, static_cast<Uint16>(bits - 1));
+  put_u16(ds, DCM_PixelRepresentation, 0);
   // RT Dose module. Frame k lies at k·spacing along axis[2]; the offsets are
   // relative to ImagePositionPatient along the normal row × column, so they
   // are negative when axis[2] points against that normal.
@@ -332,27 +314,27 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
   const double direction = dot(normal, g.axis[2]) >= 0.0 ? 1.0 : -1.0;
   std::vector<double> offsets(static_cast<std::size_t>(g.size[2]));
   for (int k = 0; k < g.size[2]; ++k) offsets[k] = direction * k * g.spacing_mm[2];
-  put(ds, DCM_DoseUnits, "GY");
-  put(ds, DCM_DoseType, options.dose_type == DoseTypeOption::kPhysical ? "PHYSICAL" : "EFFECTIVE");
+  put_string(ds, DCM_DoseUnits, "GY");
+  put_string(ds, DCM_DoseType, options.dose_type == DoseTypeOption::kPhysical ? "PHYSICAL" : "EFFECTIVE");
   if (options.dose_type == DoseTypeOption::kEffective)
-    put(ds, DCM_DoseComment, "RBE-weighted dose, constant RBE " + format_ds(*options.rbe_factor));
-  put(ds, DCM_DoseSummationType, options.summation == DoseSummationOption::kPlan ? "PLAN" : "BEAM");
-  put(ds, DCM_GridFrameOffsetVector, format_ds(offsets));
-  put(ds, DCM_DoseGridScaling, scaling_text);
-  put(ds, DCM_TissueHeterogeneityCorrection, "IMAGE");
+    put_string(ds, DCM_DoseComment, "RBE-weighted dose, constant RBE " + format_ds(*options.rbe_factor));
+  put_string(ds, DCM_DoseSummationType, options.summation == DoseSummationOption::kPlan ? "PLAN" : "BEAM");
+  put_string(ds, DCM_GridFrameOffsetVector, format_ds(offsets));
+  put_string(ds, DCM_DoseGridScaling, scaling_text);
+  put_string(ds, DCM_TissueHeterogeneityCorrection, "IMAGE");
   DcmItem* plan_ref = nullptr;
   check_put(ds.findOrCreateSequenceItem(DCM_ReferencedRTPlanSequence, plan_ref, -2), "create ReferencedRTPlanSequence");
-  put(*plan_ref, DCM_ReferencedSOPClassUID, UID_RTIonPlanStorage);
-  put(*plan_ref, DCM_ReferencedSOPInstanceUID, plan.sop_instance_uid);
+  put_string(*plan_ref, DCM_ReferencedSOPClassUID, UID_RTIonPlanStorage);
+  put_string(*plan_ref, DCM_ReferencedSOPInstanceUID, plan.sop_instance_uid);
   if (options.summation == DoseSummationOption::kBeam) {
     DcmItem* group = nullptr;
     check_put(plan_ref->findOrCreateSequenceItem(DCM_ReferencedFractionGroupSequence, group, -2),
               "create ReferencedFractionGroupSequence");
-    put(*group, DCM_ReferencedFractionGroupNumber, "1");
+    put_string(*group, DCM_ReferencedFractionGroupNumber, "1");
     DcmItem* beam_ref = nullptr;
     check_put(group->findOrCreateSequenceItem(DCM_ReferencedBeamSequence, beam_ref, -2),
               "create ReferencedBeamSequence");
-    put(*beam_ref, DCM_ReferencedBeamNumber, std::to_string(options.referenced_beam_number));
+    put_string(*beam_ref, DCM_ReferencedBeamNumber, std::to_string(options.referenced_beam_number));
   }
 
   if (!options.copy_patient_and_study_from.empty()) {
