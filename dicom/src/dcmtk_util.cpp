@@ -132,6 +132,20 @@ std::string require_string(DcmItem& item, const DcmTagKey& key, const Where& whe
   return *value;
 }
 
+namespace {
+
+/// Value i of a binary-VR element (FL, FD, SL, UL, SS, US) through its typed getter, as a double.
+template <class T>
+OFCondition get_binary(DcmElement& element, OFCondition (DcmElement::*getter)(T&, const unsigned long),
+                       unsigned long i, double& value) {
+  T typed{};
+  const OFCondition status = (element.*getter)(typed, i);
+  value = static_cast<double>(typed);
+  return status;
+}
+
+}  // namespace
+
 std::vector<double> find_numbers(DcmItem& item, const DcmTagKey& key, const Where& where) {
   DcmElement* element = nullptr;
   std::vector<double> values;
@@ -144,12 +158,12 @@ std::vector<double> find_numbers(DcmItem& item, const DcmTagKey& key, const Wher
     double v = 0.0;
     OFCondition status;
     switch (vr) {
-      case EVR_FL: case EVR_OF: {
-        Float32 f = 0.0F;
-        status = element->getFloat32(f, i);
-        v = f;
-        break;
-      }
+      case EVR_FL: case EVR_OF: status = get_binary<Float32>(*element, &DcmElement::getFloat32, i, v); break;
+      case EVR_FD: case EVR_OD: status = get_binary<Float64>(*element, &DcmElement::getFloat64, i, v); break;
+      case EVR_SL: status = get_binary<Sint32>(*element, &DcmElement::getSint32, i, v); break;
+      case EVR_UL: status = get_binary<Uint32>(*element, &DcmElement::getUint32, i, v); break;
+      case EVR_SS: status = get_binary<Sint16>(*element, &DcmElement::getSint16, i, v); break;
+      case EVR_US: status = get_binary<Uint16>(*element, &DcmElement::getUint16, i, v); break;
       case EVR_DS: case EVR_IS: {
         // Parse the text ourselves: DCMTK's conversion accepts a valid
         // prefix ("12O.5" → 12), which would hide a corrupted value.
@@ -165,36 +179,6 @@ std::vector<double> find_numbers(DcmItem& item, const DcmTagKey& key, const Wher
           if (vr == EVR_IS && std::floor(v) != v)
             throw_bad(where, key, "value '" + t + "' is not an integer");
         }
-        break;
-      }
-      case EVR_FD: case EVR_OD: {
-        Float64 f = 0.0;
-        status = element->getFloat64(f, i);
-        v = f;
-        break;
-      }
-      case EVR_SL: {
-        Sint32 n = 0;
-        status = element->getSint32(n, i);
-        v = n;
-        break;
-      }
-      case EVR_US: {
-        Uint16 n = 0;
-        status = element->getUint16(n, i);
-        v = n;
-        break;
-      }
-      case EVR_SS: {
-        Sint16 n = 0;
-        status = element->getSint16(n, i);
-        v = n;
-        break;
-      }
-      case EVR_UL: {
-        Uint32 n = 0;
-        status = element->getUint32(n, i);
-        v = n;
         break;
       }
       default:
