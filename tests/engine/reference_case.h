@@ -13,8 +13,12 @@
 
 #include "protondose/core/error.h"
 #include "protondose/core/grid.h"
+#include "protondose/dicom/ct_series.h"
+#include "protondose/dicom/ion_plan.h"
+#include "protondose/engine/dose_engine.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/depth_dose.h"
+#include "protondose/physics/hu_curve.h"
 
 namespace protondose::engine::testing {
 
@@ -76,6 +80,34 @@ inline void write_float_mhd(const std::string& mhd_path, const Volume<float>& v)
 
 /// Maximum and sum of the MC dose, and the sum of the engine's dose on the same
 /// grid (integral dose), printed with the engine's maximum for the log.
+/// A reference case computed by the CPU engine, and its Monte Carlo dose.
+struct EngineCase {
+  Volume<float> mc;
+  DoseResult result;
+};
+
+/// The CPU engine's dose of shared/reference/<name> (its DICOM CT and plan,
+/// the MC's own HU calibration, the default machine), read as a user would;
+/// the engine dose is also written to the test output folder for inspection.
+inline EngineCase compute_reference_case(const std::string& name) {
+  const std::string dir = reference_dir() + "/" + name;
+  const CtImage ct = dicom::read_ct_series(dir + "/ct");
+  const IonPlan plan = dicom::read_ion_plan(dir + "/plan.dcm");
+  DoseEngineOptions o;
+  o.backend = Backend::kCpu;
+  const DoseEngine engine(physics::load_machine("DCPT_ProBeam_v5"),
+                          physics::load_hu_curve_csv(dir + "/hu_calibration.csv"), o);
+  EngineCase c;
+  c.result = engine.compute(ct, plan);
+  c.mc = read_float_mhd(dir + "/mc_dose.mhd");
+  write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/" + name + "_engine.mhd", c.result.dose_gy);
+  const StageTimings& t = c.result.timings;
+  std::printf("%s: %.2f s (rays %.2f, layers %.2f, KS %.2f, halo %.2f, resample %.2f), max %.5f Gy\n", name.c_str(),
+              t.total_s, t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.nuclear_halo_s, t.resampling_s,
+              c.result.max_dose_gy);
+  return c;
+}
+
 struct DoseTotals {
   double mc_max_gy = 0, mc_sum_gy = 0, engine_sum_gy = 0;
 };

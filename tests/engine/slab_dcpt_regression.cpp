@@ -4,15 +4,11 @@
 // a 5 mm grid, 2 MU each. CPU backend, CT grid, dose to water as the MC.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <tuple>
 #include <cstdio>
 
 #include "protondose/compare/gamma.h"
-#include "protondose/dicom/ct_series.h"
-#include "protondose/dicom/ion_plan.h"
 #include "protondose/engine/dose_engine.h"
-#include "protondose/physics/hu_curve.h"
 #include "reference_case.h"
 
 namespace pe = protondose::engine;
@@ -21,29 +17,8 @@ using protondose::Volume;
 
 namespace {
 
-struct SlabCase {
-  Volume<float> mc;
-  pe::DoseResult result;
-};
-
-const SlabCase& slab_case() {
-  static const SlabCase c = [] {
-    SlabCase s;
-    const std::string dir = pt::reference_dir() + "/slab_dcpt";
-    const protondose::CtImage ct = protondose::dicom::read_ct_series(dir + "/ct");
-    const protondose::IonPlan plan = protondose::dicom::read_ion_plan(dir + "/plan.dcm");
-    pe::DoseEngineOptions o;
-    o.backend = pe::Backend::kCpu;
-    const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
-                                protondose::physics::load_hu_curve_csv(dir + "/hu_calibration.csv"), o);
-    s.result = engine.compute(ct, plan);
-    s.mc = pt::read_float_mhd(dir + "/mc_dose.mhd");
-    pt::write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/slab_dcpt_engine.mhd", s.result.dose_gy);
-    const auto& t = s.result.timings;
-    std::printf("slab_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, halo %.2f, resample %.2f), max %.5f Gy\n", t.total_s,
-                t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.nuclear_halo_s, t.resampling_s, s.result.max_dose_gy);
-    return s;
-  }();
+const pt::EngineCase& slab_case() {
+  static const pt::EngineCase c = pt::compute_reference_case("slab_dcpt");
   return c;
 }
 
@@ -58,7 +33,7 @@ double r80_of_150_mev_peak(const std::vector<pt::DepthSample>& p) {
 }  // namespace
 
 TEST(SlabDcptRegression, Gamma2Percent2MillimetreAtLeast95Percent) {
-  const SlabCase& c = slab_case();
+  const pt::EngineCase& c = slab_case();
   ASSERT_EQ(c.mc.grid, c.result.dose_gy.grid);
   for (double crit : {2.0, 3.0, 1.0}) {
     protondose::compare::GammaOptions g;
@@ -90,7 +65,7 @@ TEST(SlabDcptRegression, Gamma2Percent2MillimetreAtLeast95Percent) {
 }
 
 TEST(SlabDcptRegression, RangesBehindBoneAndLungFollowTheSlabWet) {
-  const SlabCase& c = slab_case();
+  const pt::EngineCase& c = slab_case();
   for (const auto& [name, x_lo, x_hi] : {std::tuple{"bone", -16.0, -8.0}, std::tuple{"lung", 8.0, 16.0}}) {
     const auto mc = pt::depth_profile(c.mc, -100, x_lo, x_hi, -4, 4);
     const auto eng = pt::depth_profile(c.result.dose_gy, -100, x_lo, x_hi, -4, 4);
@@ -103,7 +78,7 @@ TEST(SlabDcptRegression, RangesBehindBoneAndLungFollowTheSlabWet) {
 }
 
 TEST(SlabDcptRegression, MaximumAndIntegralDose) {
-  const SlabCase& c = slab_case();
+  const pt::EngineCase& c = slab_case();
   const pt::DoseTotals t = pt::dose_totals(c.mc, c.result.dose_gy, c.result.max_dose_gy);
   const double mc_max = t.mc_max_gy, mc_sum = t.mc_sum_gy, eng_sum = t.engine_sum_gy;
   ASSERT_GT(mc_max, 0.1);  // README: 0.1499 Gy

@@ -3,14 +3,10 @@
 // 100 MeV), 9 × 9 spots on a 6 mm grid, 1 MU each. CPU backend, CT grid.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 
 #include "protondose/compare/gamma.h"
-#include "protondose/dicom/ct_series.h"
-#include "protondose/dicom/ion_plan.h"
 #include "protondose/engine/dose_engine.h"
-#include "protondose/physics/hu_curve.h"
 #include "reference_case.h"
 
 namespace pe = protondose::engine;
@@ -19,39 +15,15 @@ using protondose::Volume;
 
 namespace {
 
-struct WaterCase {
-  Volume<float> mc;
-  pe::DoseResult result;
-  double seconds = 0;
-};
-
-const WaterCase& water_case() {
-  static const WaterCase c = [] {
-    WaterCase w;
-    const std::string dir = pt::reference_dir() + "/water_dcpt";
-    const protondose::CtImage ct = protondose::dicom::read_ct_series(dir + "/ct");
-    const protondose::IonPlan plan = protondose::dicom::read_ion_plan(dir + "/plan.dcm");
-    pe::DoseEngineOptions o;
-    o.backend = pe::Backend::kCpu;
-    const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"), protondose::physics::load_hu_curve_csv(dir + "/hu_calibration.csv"), o);
-    const auto t0 = std::chrono::steady_clock::now();
-    w.result = engine.compute(ct, plan);
-    w.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    w.mc = pt::read_float_mhd(dir + "/mc_dose.mhd");
-    pt::write_float_mhd(std::string(PROTONDOSE_TEST_OUTPUT_DIR) + "/water_dcpt_engine.mhd", w.result.dose_gy);
-    const auto& t = w.result.timings;
-    std::printf("water_dcpt: %.2f s (rays %.2f, layers %.2f, KS %.2f, halo %.2f, resample %.2f), max %.5f Gy\n",
-                w.seconds, t.ray_tracing_s, t.layer_images_s, t.superposition_s, t.nuclear_halo_s, t.resampling_s,
-                w.result.max_dose_gy);
-    return w;
-  }();
+const pt::EngineCase& water_case() {
+  static const pt::EngineCase c = pt::compute_reference_case("water_dcpt");
   return c;
 }
 
 }  // namespace
 
 TEST(WaterDcptRegression, R80OnTheAxisWithinHalfAMillimetreOfMonteCarlo) {
-  const WaterCase& c = water_case();
+  const pt::EngineCase& c = water_case();
   ASSERT_EQ(c.mc.grid, c.result.dose_gy.grid);
   const auto mc = pt::depth_profile(c.mc, -100, -2, 2, -2, 2);
   const auto eng = pt::depth_profile(c.result.dose_gy, -100, -2, 2, -2, 2);
@@ -72,7 +44,7 @@ TEST(WaterDcptRegression, R80OnTheAxisWithinHalfAMillimetreOfMonteCarlo) {
 }
 
 TEST(WaterDcptRegression, PlateauDoseOnTheAxisWithinTwoPercent) {
-  const WaterCase& c = water_case();
+  const pt::EngineCase& c = water_case();
   const auto mc = pt::depth_profile(c.mc, -100, -2, 2, -2, 2);
   const auto eng = pt::depth_profile(c.result.dose_gy, -100, -2, 2, -2, 2);
   int n = 0;
@@ -94,7 +66,7 @@ TEST(WaterDcptRegression, PlateauDoseOnTheAxisWithinTwoPercent) {
 }
 
 TEST(WaterDcptRegression, Gamma2Percent2MillimetreAtLeast99Percent) {
-  const WaterCase& c = water_case();
+  const pt::EngineCase& c = water_case();
   for (double crit : {2.0, 3.0, 1.0}) {
     protondose::compare::GammaOptions g;
     g.dose_criterion_percent = crit;
@@ -111,7 +83,7 @@ TEST(WaterDcptRegression, Gamma2Percent2MillimetreAtLeast99Percent) {
 }
 
 TEST(WaterDcptRegression, MaximumAndIntegralDoseAgreeWithMonteCarlo) {
-  const WaterCase& c = water_case();
+  const pt::EngineCase& c = water_case();
   const pt::DoseTotals t = pt::dose_totals(c.mc, c.result.dose_gy, c.result.max_dose_gy);
   const double mc_max = t.mc_max_gy, mc_sum = t.mc_sum_gy, eng_sum = t.engine_sum_gy;
   ASSERT_GT(mc_max, 0.05);  // README: 0.06299 Gy
