@@ -123,7 +123,7 @@ class BeamExecutor {
   virtual void resample(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index) = 0;
 
   /// Checks the beam dose, then adds it (× scale) to the plan dose; the
-  /// density is out_rsp (dose to water) or out_density.
+  /// density is the output grid's RSP (dose to water) or mass density.
   virtual BeamDoseCheck finish_beam(bool dose_to_water) = 0;
 
   /// After the last beam: scales the plan dose by `scale` (RBE or 1) and checks it.

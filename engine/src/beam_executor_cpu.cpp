@@ -199,7 +199,7 @@ class CpuBeamExecutor final : public BeamExecutor {
 
   BeamDoseCheck finish_beam(bool dose_to_water) override {
     BeamDoseCheck c;
-    const Volume<float>& mass = dose_to_water ? patient_->out_rsp : patient_->out_density;
+    const Volume<float>& mass = dose_to_water ? patient_->output_rsp() : patient_->output_density();
     for (std::size_t i = 0; i < beam_.data.size(); ++i) {
       const float v = beam_.data[i];
       if (!std::isfinite(v) || v < 0.0f) {

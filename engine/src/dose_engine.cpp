@@ -279,10 +279,8 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double 
     }
   }
   const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
-  if (og == ct.hu.grid) {
-    p->out_rsp = p->rsp;
-    p->out_density = p->density;
-  } else {
+  p->out_grid = og;
+  if (og != ct.hu.grid) {
     p->out_rsp = Volume<float>(og, 0.0f);
     p->out_density = Volume<float>(og, 0.0f);
     for (int k = 0; k < og.size[2]; ++k)
@@ -338,7 +336,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     throw InputError(m.str());
   }
   const PatientPosition position = parse_patient_position(ct.patient_position);
-  const Grid3& og = ct.out_rsp.grid;
+  const Grid3& og = ct.out_grid;
   const double voxel_cm3 = og.spacing_mm[0] * og.spacing_mm[1] * og.spacing_mm[2] / 1000.0;
   const bool to_water = options_.quantity == DoseQuantity::kDoseToWater;
   BeamExecutor& exec = *executor_;

@@ -217,8 +217,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     p->id = v.id;
     upload(p->rsp, v.rsp.data.data(), v.rsp.data.size());
     upload(p->density, v.density.data.data(), v.density.data.size());
-    upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
-    upload(p->out_density, v.out_density.data.data(), v.out_density.data.size());
+    if (!v.out_rsp.data.empty()) {  // else the output grid is the CT grid: rsp and density serve
+      upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
+      upload(p->out_density, v.out_density.data.data(), v.out_density.data.size());
+    }
     upload(p->inverse_length, v.inverse_length_table.data(), v.inverse_length_table.size());
     patients_.insert(patients_.begin(), std::move(p));
     current_ = patients_.front().get();
@@ -386,7 +388,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? current_->out_rsp.get() : current_->out_density.get(), n,
+    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? current_->output_rsp() : current_->output_density(), n,
                                                plan_.get(), &d->first_bad, &d->dose_times_density);
     PD_CUDA_CHECK_LAUNCH("finish_kernel");
     PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
@@ -518,7 +520,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// A prepared CT in device memory.
   struct PatientBuffers {
     std::uint64_t id = 0;
-    DeviceBuffer<float> rsp, density, out_rsp, out_density;
+    DeviceBuffer<float> rsp, density, out_rsp, out_density;  ///< out_*: unallocated when the output grid is the CT's
+    const float* output_rsp() const { return out_rsp.capacity() ? out_rsp.get() : rsp.get(); }
+    const float* output_density() const { return out_density.capacity() ? out_density.get() : density.get(); }
     DeviceBuffer<double> inverse_length;
   };
   static constexpr std::size_t kCachedPatients = 4;

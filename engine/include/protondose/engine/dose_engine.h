@@ -144,7 +144,12 @@ struct PreparedCt {
   Grid3 ct_grid;
   std::string patient_position;
   Volume<float> rsp, density;          ///< CT grid
-  Volume<float> out_rsp, out_density;  ///< output grid (the energy balance)
+  Grid3 out_grid;  ///< the output dose grid
+  /// RSP and density resampled on out_grid for the energy balance; empty when
+  /// out_grid is the CT grid (then rsp and density serve, with no copy).
+  Volume<float> out_rsp, out_density;
+  const Volume<float>& output_rsp() const { return out_rsp.data.empty() ? rsp : out_rsp; }
+  const Volume<float>& output_density() const { return out_density.data.empty() ? density : out_density; }
   /// 1/X(ρ) (cm²/g) of the scattering model's length X on ρ = i·density_step_g_cm3.
   std::vector<double> inverse_length_table;
   double density_step_g_cm3 = 1e-3;
