@@ -171,19 +171,26 @@ Grid3 output_grid(const Grid3& ct, std::optional<double> spacing_mm) {
   return g;
 }
 
+namespace {
+
+/// NumericalError naming voxel `voxel` (linear index on `g`), its position and value.
+[[noreturn]] void throw_bad_dose(const Grid3& g, long long voxel, float value, const std::string& what) {
+  const std::size_t v = static_cast<std::size_t>(voxel);
+  const std::size_t nx = static_cast<std::size_t>(g.size[0]), ny = static_cast<std::size_t>(g.size[1]);
+  const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (nx * ny));
+  const Vec3 p = g.position_mm(i, j, k);
+  std::ostringstream m;
+  m << what << ": dose " << value << " Gy at voxel (" << i << ", " << j << ", " << k << "), patient (" << p[0] << ", "
+    << p[1] << ", " << p[2] << ") mm; every dose must be finite and >= 0";
+  throw NumericalError(m.str());
+}
+
+}  // namespace
+
 void check_dose_values(const Volume<float>& dose, const std::string& what) {
-  for (int k = 0; k < dose.grid.size[2]; ++k)
-    for (int j = 0; j < dose.grid.size[1]; ++j)
-      for (int i = 0; i < dose.grid.size[0]; ++i) {
-        const float v = dose.at(i, j, k);
-        if (!std::isfinite(v) || v < 0.0f) {
-          const Vec3 p = dose.grid.position_mm(i, j, k);
-          std::ostringstream m;
-          m << what << ": dose " << v << " Gy at voxel (" << i << ", " << j << ", " << k << "), patient ("
-            << p[0] << ", " << p[1] << ", " << p[2] << ") mm; every dose must be finite and >= 0";
-          throw NumericalError(m.str());
-        }
-      }
+  for (std::size_t v = 0; v < dose.data.size(); ++v)
+    if (!std::isfinite(dose.data[v]) || dose.data[v] < 0.0f)
+      throw_bad_dose(dose.grid, static_cast<long long>(v), dose.data[v], what);
 }
 
 DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, DoseEngineOptions options)
@@ -225,16 +232,6 @@ namespace {
 
 std::atomic<std::uint64_t> next_prepared_ct_id{1};
 
-[[noreturn]] void throw_bad_dose(const Grid3& g, long long voxel, float value, const std::string& what) {
-  const std::size_t v = static_cast<std::size_t>(voxel);
-  const std::size_t nx = static_cast<std::size_t>(g.size[0]), ny = static_cast<std::size_t>(g.size[1]);
-  const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (nx * ny));
-  const Vec3 p = g.position_mm(i, j, k);
-  std::ostringstream m;
-  m << what << ": dose " << value << " Gy at voxel (" << i << ", " << j << ", " << k << "), patient (" << p[0] << ", "
-    << p[1] << ", " << p[2] << ") mm; every dose must be finite and >= 0";
-  throw NumericalError(m.str());
-}
 
 }  // namespace
 

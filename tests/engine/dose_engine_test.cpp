@@ -377,6 +377,12 @@ TEST(DoseEngine, AnHuOutsideTheCurveNamesItsVoxelOrIsClampedWhenAskedAndNanIsRef
   reference.hu.data[last] = 1e9f;  // any HU above the curve clamps to its last row
   const auto reference_prepared = make_engine(o).prepare(reference);
   EXPECT_EQ(clamped->rsp.data, reference_prepared->rsp.data);
+  EXPECT_NE(protondose::testing::message_of<protondose::ConfigError>([&] { make_engine(o).prepare(ct, 0.0); })
+                .find("rsp_scale 0 must be a finite number > 0"),
+            std::string::npos);
+  const auto scaled = make_engine(o).prepare(reference, 1.035);
+  EXPECT_FLOAT_EQ(scaled->rsp.data[0], static_cast<float>(reference_prepared->rsp.data[0] * 1.035));
+  EXPECT_EQ(scaled->density.data, reference_prepared->density.data);
   ct.hu.data[7] = std::numeric_limits<float>::quiet_NaN();
   const std::string nan_msg = protondose::testing::message_of<protondose::InputError>([&] { make_engine(o).prepare(ct); });
   EXPECT_NE(nan_msg.find("voxel 7 has a non-finite CT number"), std::string::npos) << nan_msg;
