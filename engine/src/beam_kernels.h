@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "protondose/engine/dose_engine.h"     // kGyPerMevPerGram
+#include "protondose/engine/ray_trace.h"       // kPatientDensityThresholdGcm3
 #include "protondose/gpu/gaussian_kernel.h"  // PROTONDOSE_HOST_DEVICE, gaussian_radius_px
 
 namespace protondose::engine::kernels {
@@ -95,8 +97,6 @@ PD_HD inline double uniform_table(const double* t, int n, double inv_step, doubl
 }
 
 
-/// Mass density (g/cm³) from which a sample counts as inside the patient (ray_trace.h).
-constexpr float kPatientDensityGcm3 = 0.05f;
 
 struct TraceInput {
   BevGeometry grid;
@@ -122,7 +122,7 @@ struct TraceOutput {
 
 /// Traces ray (col, row): samples at every slice centre, WEPL to each far face.
 /// Returns, through the pointers, the first slice inside the patient
-/// (density ≥ kPatientDensityGcm3) and the first with any material (density > 0), −1 if none.
+/// (density ≥ kPatientDensityThresholdGcm3, ray_trace.h) and the first with any material (density > 0), −1 if none.
 PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
                             int* first_material_slice) {
   const BevGeometry& g = in.grid;
@@ -148,7 +148,7 @@ PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int co
                               ? static_cast<float>(rho * uniform_table(in.inverse_length_table, in.inverse_length_nodes,
                                                                        in.inv_density_step, rho))
                               : 0.0f;
-    if (entry < 0 && rho >= kPatientDensityGcm3) entry = k;
+    if (entry < 0 && rho >= kPatientDensityThresholdGcm3) entry = k;
     if (first < 0 && rho > 0.0f) first = k;
   }
   *entry_slice = entry;
@@ -281,10 +281,10 @@ struct LayerStackArgs {
   double spot_cutoff_sigmas;   ///< the spot spreading's cut-off (double, as spot_fluence.h)
 };
 
-/// Below this residual energy (MeV) a proton is at the end of its range (scattering not advanced).
+/// Below this residual energy (MeV) a proton is at the end of its range: the
+/// Fermi–Eyges scattering power diverges as pv → 0, so the moments only drift
+/// there (the dose beyond is the range-straggling tail, a few % of a mm).
 constexpr double kMinScatteringEnergyMev = 1.0;
-/// Gy per (MeV/g).
-constexpr double kGyPerMevPerGramK = 1.602176634e-10;
 
 /// Fills the stack pixels of one ray of one layer: image (Gy), σx/σy (pixels)
 /// and the halo share; returns the energy put into the stack (MeV) and raises
@@ -361,7 +361,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
       continue;
     }
     energy += f * d_mev;
-    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGramK;
+    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
     const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
     const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
     // Kernel variances of the core: in-air growth beyond the spread, plus scattering.

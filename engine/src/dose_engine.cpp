@@ -30,12 +30,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-/// Below this residual energy (MeV) a proton is at the end of its range; the
-/// Fermi–Eyges scattering power diverges as pv → 0, so the moments only drift
-/// there (the dose beyond is the range-straggling tail, a few % of a mm).
-constexpr double kMinScatteringEnergyMev = 1.0;
-/// Mass density (g/cm³) below which a sample scatters nothing (outside the CT).
-constexpr double kMinScatteringDensityGcm3 = 1e-6;
+// Below kernels::kMinScatteringEnergyMev (beam_kernels.h) a proton is at the
+// end of its range and its moments only drift; below kMinScatteringDensity a
+// sample scatters nothing.
+using kernels::kMinScatteringDensity;
+using kernels::kMinScatteringEnergyMev;
 /// Rough upper bound of the Fermi–Eyges σ at the end of range as a fraction of
 /// the range (water, Highland: ≈ 2–2.5 % of R; more behind low-density
 /// material, where the lever arm is longer), used only to size the BEV
@@ -299,7 +298,7 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double 
   p->inverse_length_table.resize(static_cast<std::size_t>(nodes));
   const bool moliere = options_.scattering_model == physics::ScatteringPowerModel::kDifferentialMoliere;
   for (int i = 0; i < nodes; ++i) {
-    const double rho = std::max(i * step, kMinScatteringDensityGcm3);
+    const double rho = std::max(i * step, kMinScatteringDensity);
     p->inverse_length_table[static_cast<std::size_t>(i)] =
         1.0 / (moliere ? physics::scattering_length_g_cm2(rho) : physics::radiation_length_g_cm2(rho));
   }
