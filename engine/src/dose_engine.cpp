@@ -42,9 +42,9 @@ using kernels::kMinScatteringEnergyMev;
 constexpr double kMcsSigmaPerRangeEstimate = 0.05;
 /// Bytes per pixel of a superposition stack: image, σx, σy, output, and the
 /// halo share and variance; on the device also the deterministic mode's
-/// 64-bit accumulator.
+/// 64-bit accumulator and the separable passes' row intermediate.
 constexpr std::size_t kStackBytesPerPixel = 6 * sizeof(float);
-constexpr std::size_t kDeviceStackBytesPerPixel = kStackBytesPerPixel + sizeof(unsigned long long);
+constexpr std::size_t kDeviceStackBytesPerPixel = kStackBytesPerPixel + sizeof(unsigned long long) + sizeof(float);
 /// Default stack budget of the CPU backend (host memory).
 constexpr std::size_t kDefaultHostStackBytes = std::size_t{2} << 30;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
@@ -199,6 +199,7 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   so.cutoff_sigmas = options_.cutoff_sigmas;
   so.cpu_threads = options_.threads;
   so.gpu_device = options_.gpu_device;
+  so.separable_uniform_slices = options_.separable_uniform_slices;
   const SuperpositionMethod method = superposition_method(options_.backend);
   if (options_.backend == Backend::kCpu) {
     superposer_ = make_superposer(method, so);

@@ -70,4 +70,13 @@ Difference compare(const std::vector<A>& test, const std::vector<B>& reference) 
   return d;
 }
 
+/// gtest name of a parameterised method: "gpu-scatter-tiled" → "gpu_scatter_tiled".
+template <class ParamInfo>
+std::string method_test_name(const ParamInfo& info) {
+  std::string name = method_name(info.param);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
 }  // namespace protondose::testing

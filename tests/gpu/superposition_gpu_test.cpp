@@ -126,12 +126,7 @@ INSTANTIATE_TEST_SUITE_P(AllGpuMethods, GpuSuperposition,
                                            SuperpositionMethod::kGpuScatterAtomic,
                                            SuperpositionMethod::kGpuScatterTiled,
                                            SuperpositionMethod::kGpuScatterRegisterBlocked),
-                         [](const ::testing::TestParamInfo<SuperpositionMethod>& param_info) {
-                           std::string name = method_name(param_info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+                         testing::method_test_name<::testing::TestParamInfo<SuperpositionMethod>>);
 
 class DeviceSuperposerTest : public ::testing::Test {
  protected:
@@ -225,12 +220,7 @@ INSTANTIATE_TEST_SUITE_P(AllGpuConvolutions, GpuConvolution,
                          ::testing::Values(ConvolutionMethod::kGpuSeparable, ConvolutionMethod::kGpuDirectGlobal,
                                            ConvolutionMethod::kGpuDirectConstant,
                                            ConvolutionMethod::kGpuDirectSharedTile),
-                         [](const ::testing::TestParamInfo<ConvolutionMethod>& param_info) {
-                           std::string name = method_name(param_info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+                         testing::method_test_name<::testing::TestParamInfo<ConvolutionMethod>>);
 
 }  // namespace
 }  // namespace protondose

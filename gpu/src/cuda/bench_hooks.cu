@@ -87,6 +87,11 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   p.sigma_x = d_data.get() + n;
   p.sigma_y = d_data.get() + 2 * n;
   p.out = d_data.get() + 3 * n;
+  const bool host_buckets = variant == SuperpositionVariant::kScatterTiled ||
+                            variant == SuperpositionVariant::kScatterTiledDeterministic ||
+                            variant == SuperpositionVariant::kRegisterBlocked;
+  p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
+  cuda::SeparableScratch separable_scratch;
   cuda::DeviceBuffer<unsigned char> scratch(cuda::analysis_bytes(p));
   const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
   p.fixed_scale = a.fixed_scale;
@@ -118,7 +123,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         cuda::launch_scatter_tiled(p, a,
                                    variant == SuperpositionVariant::kScatterTiledDeviceLaunch ? cuda::BucketLaunch::kFromDevice
                                                                                              : cuda::BucketLaunch::kFromHost,
-                                   stream);
+                                   separable_scratch, stream);
         if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
         break;
       case SuperpositionVariant::kScatterTiledFixedRadius:
@@ -126,7 +131,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         break;
       case SuperpositionVariant::kRegisterBlocked:
         cuda::launch_analyse(p, a, stream);
-        cuda::launch_scatter_register_blocked(p, a, stream);
+        cuda::launch_scatter_register_blocked(p, a, separable_scratch, stream);
         break;
       case SuperpositionVariant::kRegisterBlockedFixedRadius:
         cuda::launch_scatter_register_blocked_fixed_radius(p, fixed_radius, stream);

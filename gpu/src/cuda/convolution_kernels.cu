@@ -13,6 +13,7 @@
 #include "convolution_kernels.cuh"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
+#include "protondose/gpu/cuda/per_device_setting.cuh"
 #include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
 #include "protondose/gpu/gaussian_kernel.h"
@@ -29,15 +30,17 @@ constexpr int kMaxConstantRadius = 63;  // (2·63+1)² floats = 63.5 KiB of cons
 
 __constant__ float c_kernel_2d[(2 * kMaxConstantRadius + 1) * (2 * kMaxConstantRadius + 1)];
 
-/// Row pass: out[y][x] = Σ_d in[y][x+d] · wx[|d|], one block per 128-pixel row segment.
-__global__ void convolve_rows_kernel(ConvolutionParams p, const float* in, float* out) {
+/// Row pass: out[k][y][x] = Σ_d in[slice k][y][x+d] · wx[|d|], one block per
+/// 128-pixel row segment (k = first + blockIdx.z; ConvolutionParams::slice_of).
+__global__ void convolve_rows_kernel(ConvolutionParams p, int first, const float* in, float* out) {
   extern __shared__ float smem[];
-  const int s = blockIdx.z, y = blockIdx.y, x0 = blockIdx.x * kRowTile;
-  const int R = p.radius_x[s];
+  const int k = first + blockIdx.z, y = blockIdx.y, x0 = blockIdx.x * kRowTile;
+  const int s = p.slice_of ? p.slice_of[k] : k;
+  const int R = p.radius_x[k];
   float* weights = smem;                    // R + 1
   float* segment = smem + p.max_radius + 1;  // kRowTile + 2R
   const float* row_in = in + (static_cast<std::size_t>(s) * p.rows + y) * p.cols;
-  for (int d = threadIdx.x; d <= R; d += blockDim.x) weights[d] = p.weights_x[s * (p.max_radius + 1) + d];
+  for (int d = threadIdx.x; d <= R; d += blockDim.x) weights[d] = p.weights_x[k * (p.max_radius + 1) + d];
   for (int i = threadIdx.x; i < kRowTile + 2 * R; i += blockDim.x) {
     const int x = x0 - R + i;
     segment[i] = (x >= 0 && x < p.cols) ? row_in[x] : 0.0f;
@@ -48,22 +51,24 @@ __global__ void convolve_rows_kernel(ConvolutionParams p, const float* in, float
   float sum = segment[threadIdx.x + R] * weights[0];
   for (int d = 1; d <= R; ++d)
     sum += (segment[threadIdx.x + R - d] + segment[threadIdx.x + R + d]) * weights[d];
-  out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+  out[(static_cast<std::size_t>(k) * p.rows + y) * p.cols + x] = sum;
 }
 
-/// Column pass: a 32 × 64 output tile with an apron of R rows above and below.
-__global__ void convolve_columns_kernel(ConvolutionParams p, const float* in, float* out) {
+/// Column pass: a 32 × 64 output tile with an apron of R rows above and below;
+/// reads intermediate k, writes output slice k (ConvolutionParams::slice_of).
+__global__ void convolve_columns_kernel(ConvolutionParams p, int first, const float* in, float* out) {
   extern __shared__ float smem[];
-  const int s = blockIdx.z;
+  const int k = first + blockIdx.z;
+  const int s = p.slice_of ? p.slice_of[k] : k;
   const int x = blockIdx.x * kColumnTileCols + threadIdx.x;
   const int y0 = blockIdx.y * kColumnTileRows;
-  const int R = p.radius_y[s];
+  const int R = p.radius_y[k];
   float* weights = smem;
   float* tile = smem + p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
   const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
   for (int d = tid; d <= R; d += kColumnTileCols * kColumnThreadRows)
-    weights[d] = p.weights_y[s * (p.max_radius + 1) + d];
-  const float* plane_in = in + static_cast<std::size_t>(s) * p.rows * p.cols;
+    weights[d] = p.weights_y[k * (p.max_radius + 1) + d];
+  const float* plane_in = in + static_cast<std::size_t>(k) * p.rows * p.cols;
   for (int r = threadIdx.y; r < kColumnTileRows + 2 * R; r += kColumnThreadRows) {
     const int y = y0 - R + r;
     tile[r * kColumnTileCols + threadIdx.x] =
@@ -78,7 +83,11 @@ __global__ void convolve_columns_kernel(ConvolutionParams p, const float* in, fl
     float sum = centre[0] * weights[0];
     for (int d = 1; d <= R; ++d)
       sum += (centre[-d * kColumnTileCols] + centre[d * kColumnTileCols]) * weights[d];
-    out[(static_cast<std::size_t>(s) * p.rows + y) * p.cols + x] = sum;
+    const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
+    if (p.out_fixed)
+      p.out_fixed[i] = to_fixed(sum, *p.fixed_scale);
+    else
+      out[i] = sum;
   }
 }
 
@@ -137,26 +146,33 @@ __global__ void convolve_direct_shared_kernel(ConvolutionParams p, const float* 
 }  // namespace
 
 void set_convolution_shared_memory_limits(int max_radius) {
-  const int row_bytes = (max_radius + 1 + kRowTile + 2 * max_radius) * static_cast<int>(sizeof(float));
-  const int column_bytes =
-      (max_radius + 1 + (kColumnTileRows + 2 * max_radius) * kColumnTileCols) * static_cast<int>(sizeof(float));
-  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
-  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     column_bytes));
+  static PerDeviceSetting configured_radius;
+  configured_radius.raise_to(max_radius, [](int radius) {
+    const int row_bytes = (radius + 1 + kRowTile + 2 * radius) * static_cast<int>(sizeof(float));
+    const int column_bytes =
+        (radius + 1 + (kColumnTileRows + 2 * radius) * kColumnTileCols) * static_cast<int>(sizeof(float));
+    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
+    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       column_bytes));
+  });
 }
 
 void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out,
                       cudaStream_t stream) {
   const int row_bytes = (p.max_radius + 1 + kRowTile + 2 * p.max_radius) * static_cast<int>(sizeof(float));
-  convolve_rows_kernel<<<dim3((p.cols + kRowTile - 1) / kRowTile, p.rows, p.slices), kRowTile, row_bytes,
-                         stream>>>(p, in, scratch);
-  PD_CUDA_CHECK_LAUNCH("convolve_rows_kernel");
   const int column_bytes = (p.max_radius + 1 + (kColumnTileRows + 2 * p.max_radius) * kColumnTileCols) *
                            static_cast<int>(sizeof(float));
-  convolve_columns_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
-                                 (p.rows + kColumnTileRows - 1) / kColumnTileRows, p.slices),
-                            dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, scratch, out);
-  PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
+  constexpr int kMaxGridZ = 65535;
+  for (int first = 0; first < p.slices; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, p.slices - first);
+    convolve_rows_kernel<<<dim3((p.cols + kRowTile - 1) / kRowTile, p.rows, n), kRowTile, row_bytes, stream>>>(
+        p, first, in, scratch);
+    PD_CUDA_CHECK_LAUNCH("convolve_rows_kernel");
+    convolve_columns_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
+                                   (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
+                              dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, first, scratch, out);
+    PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
+  }
 }
 
 void upload_constant_kernel(const std::vector<float>& kernel_2d) {

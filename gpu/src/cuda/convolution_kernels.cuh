@@ -16,7 +16,30 @@ struct ConvolutionParams {
   const int* radius_y = nullptr;    ///< [slice]
   const float* weights_x = nullptr; ///< [slice][max_radius + 1]: K(d, σx) for d = 0 … r, 0 beyond
   const float* weights_y = nullptr;
+  /// Separable passes over a list of slices of a larger stack (the uniform-σ
+  /// slices of a superposition): entry k reads input slice slice_of[k] and
+  /// writes output slice slice_of[k], while the radii, weights and the row
+  /// pass's intermediate are indexed by k, and `slices` counts the entries.
+  /// Null: entry k is slice k.
+  const int* slice_of = nullptr;
+  /// Deterministic superposition: the column pass stores fixed-point values
+  /// (to_fixed) here instead of floats in `out`.
+  unsigned long long* out_fixed = nullptr;
+  const double* fixed_scale = nullptr;
 };
+
+/// Fixed-point value of a non-negative float in the superposition's
+/// deterministic mode (scale: a power of two, superposition_kernels.cu).
+__device__ inline unsigned long long to_fixed(float value, double scale) {
+  return static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale));
+}
+
+/// Raises the dynamic shared-memory limits of the separable passes to what
+/// radius max_radius needs (once per size; grow-only).
+void set_convolution_shared_memory_limits(int max_radius);
+/// The separable row and column passes (in → scratch → out; scratch holds
+/// p.slices planes), grids chunked at 65,535 slices.
+void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out, cudaStream_t stream);
 
 /// Radii and 1D/2D weights computed on the host from the per-slice σ.
 struct PreparedConvolution {

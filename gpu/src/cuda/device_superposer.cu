@@ -72,6 +72,8 @@ struct DeviceSuperposer::Impl {
   cudaStream_t stream = nullptr;
   cuda::DeviceBuffer<unsigned char> scratch;
   cuda::DeviceBuffer<unsigned long long> fixed;
+  cuda::SeparableScratch separable_scratch;  ///< row-pass intermediate of the uniform-σ slices
+  DeviceSuperposer::Split last_split;
 
   ~Impl() {
     if (stream) cudaStreamDestroy(stream);
@@ -97,6 +99,12 @@ struct DeviceSuperposer::Impl {
     p.sigma_x = in.sigma_x_px.data;
     p.sigma_y = in.sigma_y_px.data;
     p.out = d_out;
+    // Uniform-σ slices take the separable passes on the host-launched scatter
+    // paths (the device-side dispatcher launches tile buckets only).
+    const bool host_buckets = method == SuperpositionMethod::kGpuScatterRegisterBlocked ||
+                              (method == SuperpositionMethod::kGpuScatterTiled &&
+                               options.tile_dispatch == TileDispatch::kFromHost);
+    p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
 
     scratch.reserve(cuda::analysis_bytes(p));
     const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
@@ -112,15 +120,17 @@ struct DeviceSuperposer::Impl {
     }
 
     cuda::launch_analyse(p, a, stream);
+    cuda::DispatchCounts counts;
     switch (method) {
       case SuperpositionMethod::kGpuScatterTiled:
-        cuda::launch_scatter_tiled(p, a,
-                                   options.tile_dispatch == TileDispatch::kFromDevice ? cuda::BucketLaunch::kFromDevice
-                                                                                      : cuda::BucketLaunch::kFromHost,
-                                   stream);
+        counts = cuda::launch_scatter_tiled(p, a,
+                                            options.tile_dispatch == TileDispatch::kFromDevice
+                                                ? cuda::BucketLaunch::kFromDevice
+                                                : cuda::BucketLaunch::kFromHost,
+                                            separable_scratch, stream);
         break;
       case SuperpositionMethod::kGpuScatterRegisterBlocked:
-        cuda::launch_scatter_register_blocked(p, a, stream);
+        counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, stream);
         break;
       case SuperpositionMethod::kGpuScatterAtomic:
         cuda::launch_fixed_scale(p, a, stream);
@@ -130,6 +140,7 @@ struct DeviceSuperposer::Impl {
       case SuperpositionMethod::kCpuReference: throw InternalError("CPU method on the GPU runner");
     }
     if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
+    last_split = {counts.uniform_slices, counts.scatter_tiles};
 
     unsigned long long first_invalid = 0;
     PD_CUDA_CHECK(cudaMemcpyAsync(&first_invalid, a.first_invalid, sizeof(first_invalid),
@@ -178,6 +189,8 @@ void DeviceSuperposer::superpose_device(const SuperpositionInput& device_input, 
 }
 
 SuperpositionMethod DeviceSuperposer::method() const { return impl_->method; }
+
+DeviceSuperposer::Split DeviceSuperposer::last_split() const { return impl_->last_split; }
 
 float* DeviceSuperposer::allocate_device_floats(std::size_t count) {
   float* d = nullptr;

@@ -3,10 +3,14 @@
 // launchers (bottom of the file) → kernels → device helpers (top).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
+#include "convolution_kernels.cuh"
 #include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/cuda/per_device_setting.cuh"
+#include "protondose/core/error.h"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "superposition_kernels.cuh"
 
@@ -30,11 +34,6 @@ __device__ inline float gaussian_weight(int d, float a) {
   return 0.5f * (erfcf((d - 0.5f) * a) - erfcf((d + 0.5f) * a));
 }
 
-/// Fixed-point value of a non-negative float in deterministic mode.
-__device__ inline unsigned long long to_fixed(float value, double scale) {
-  return static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale));
-}
-
 /// Adds `value` to output pixel `index`, in float or in fixed point.
 __device__ inline void accumulate(const StackParams& p, std::size_t index, float value) {
   if (p.out_fixed)
@@ -49,21 +48,33 @@ __device__ inline bool is_valid_value(float v) { return v >= 0.0f && v <= 3.0e38
 
 __global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < kBucketCount) a.bucket_count[t] = 0;
+  if (t < kBucketCountSlots) a.bucket_count[t] = 0;
   if (t == 0) *a.fixed_scale = 1.0;
-  if (t < slices) a.slice_radius[t] = -1;
+  if (t < slices) {
+    a.slice_radius[t] = -1;
+    unsigned int* bits = a.slice_sigma_bits + 4 * t;
+    bits[0] = bits[2] = UINT_MAX;  // minima
+    bits[1] = bits[3] = 0u;        // maxima
+  }
   if (t == 0) {
     *a.max_image_bits = 0u;
     *a.first_invalid = ULLONG_MAX;
   }
 }
 
-/// One block per tile: the tile's radius, invalid pixels, the largest value.
+/// Block-wide minimum or maximum of non-negative floats through their bits.
+__device__ inline void shared_min_bits(unsigned int* target, float v) { atomicMin(target, __float_as_uint(v)); }
+__device__ inline void shared_max_bits(unsigned int* target, float v) { atomicMax(target, __float_as_uint(v)); }
+
+/// One block per tile: the tile's radius, the σ range of its non-zero pixels,
+/// invalid pixels, the largest value. Buckets are filled afterwards
+/// (bucket_tiles_kernel), once every slice's σ range is known.
 __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   const int tx = blockIdx.x, ty = blockIdx.y, s = blockIdx.z;
   const int x = tx * kTileCols + threadIdx.x;
   int radius = -1;
   float largest = 0.0f;
+  float sx_min = INFINITY, sx_max = 0.0f, sy_min = INFINITY, sy_max = 0.0f;
   for (int row = threadIdx.y; row < kTileRows; row += kBlockRows) {
     const int y = ty * kTileRows + row;
     if (x >= p.cols || y >= p.rows) continue;
@@ -80,32 +91,73 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
     } else if (v > 0.0f) {
       radius = max(radius, r);
       largest = fmaxf(largest, v);
+      sx_min = fminf(sx_min, sx);
+      sx_max = fmaxf(sx_max, sx);
+      sy_min = fminf(sy_min, sy);
+      sy_max = fmaxf(sy_max, sy);
     }
   }
   __shared__ int tile_radius;
   __shared__ unsigned int tile_largest;
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
+  __shared__ unsigned int tile_sigma_bits[4];  // min σx, max σx, min σy, max σy
+  const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
+  if (leader) {
     tile_radius = -1;
     tile_largest = 0u;
+    tile_sigma_bits[0] = tile_sigma_bits[2] = UINT_MAX;
+    tile_sigma_bits[1] = tile_sigma_bits[3] = 0u;
   }
   __syncthreads();
   if (radius >= 0) {
     atomicMax(&tile_radius, radius);
     atomicMax(&tile_largest, __float_as_uint(largest));  // order-preserving for floats >= 0
+    shared_min_bits(tile_sigma_bits + 0, sx_min);
+    shared_max_bits(tile_sigma_bits + 1, sx_max);
+    shared_min_bits(tile_sigma_bits + 2, sy_min);
+    shared_max_bits(tile_sigma_bits + 3, sy_max);
   }
   __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
+  if (leader) {
     const int tile = (s * p.tiles_y + ty) * p.tiles_x + tx;
+    a.tile_radius[tile] = tile_radius;
     if (tile_radius >= 0) {
       atomicMax(a.slice_radius + s, tile_radius);
       atomicMax(a.max_image_bits, tile_largest);
-      // Append the tile to its radius bucket; each bucket has room for every
-      // tile. All-zero tiles (radius −1) are in no bucket: skipped entirely.
-      const int bucket = min(tile_radius, kGeneralBucket);
-      const int slot = atomicAdd(a.bucket_count + bucket, 1);
-      a.bucket_tiles[static_cast<std::size_t>(bucket) * p.tile_count() + slot] = tile;
+      unsigned int* slice_bits = a.slice_sigma_bits + 4 * static_cast<std::size_t>(s);
+      atomicMin(slice_bits + 0, tile_sigma_bits[0]);
+      atomicMax(slice_bits + 1, tile_sigma_bits[1]);
+      atomicMin(slice_bits + 2, tile_sigma_bits[2]);
+      atomicMax(slice_bits + 3, tile_sigma_bits[3]);
     }
   }
+}
+
+/// True when every non-zero pixel of slice s has the same σx and the same σy
+/// (false for an all-zero slice: its minima exceed its maxima).
+__device__ inline bool slice_is_uniform(const StackAnalysis& a, int s) {
+  const unsigned int* bits = a.slice_sigma_bits + 4 * static_cast<std::size_t>(s);
+  return bits[0] == bits[1] && bits[2] == bits[3];
+}
+
+/// One thread per tile (and, for t < slices, per slice): appends each non-zero
+/// tile to its radius bucket; with p.separable_uniform_slices, the tiles of
+/// uniform slices stay out of the buckets and those slices are listed instead.
+/// Each bucket has room for every tile.
+__global__ void bucket_tiles_kernel(StackParams p, StackAnalysis a) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p.separable_uniform_slices && t < p.slices && a.slice_radius[t] >= 0 && slice_is_uniform(a, t)) {
+    const int slot = atomicAdd(a.bucket_count + kUniformSliceCountSlot, 1);
+    a.uniform_slices[slot] = t;
+    atomicMax(a.bucket_count + kUniformMaxRadiusSlot, a.slice_radius[t]);
+  }
+  if (t >= p.tile_count()) return;
+  const int radius = a.tile_radius[t];
+  if (radius < 0) return;  // all-zero tiles are in no bucket: skipped entirely
+  const int s = t / (p.tiles_x * p.tiles_y);
+  if (p.separable_uniform_slices && slice_is_uniform(a, s)) return;
+  const int bucket = min(radius, kGeneralBucket);
+  const int slot = atomicAdd(a.bucket_count + bucket, 1);
+  a.bucket_tiles[static_cast<std::size_t>(bucket) * p.tile_count() + slot] = t;
 }
 
 /// The deterministic-mode scale, from the largest image value (one thread).
@@ -398,6 +450,28 @@ __global__ void gather_exact_kernel(StackParams p, const int* slice_radius) {
   p.out[s * plane + static_cast<std::size_t>(y) * p.cols + x] = sum;
 }
 
+// ---------------------------------------------------------------- separable passes (uniform-σ slices)
+
+/// One block per uniform slice k: its radii and weights K(d, σ), d = 0 … r,
+/// for the separable passes of convolution_kernels.cu — the tile scatter's own
+/// float weights (gaussian_weight), so the passes sum exactly the scatter's taps.
+__global__ void uniform_slice_weights_kernel(StackParams p, StackAnalysis a, int stride, int* radius_x,
+                                             int* radius_y, float* weights_x, float* weights_y) {
+  const int k = blockIdx.x;
+  const unsigned int* bits = a.slice_sigma_bits + 4 * static_cast<std::size_t>(a.uniform_slices[k]);
+  const float sigma_x = __uint_as_float(bits[0]), sigma_y = __uint_as_float(bits[2]);
+  const int rx = gaussian_radius_px(sigma_x, p.cutoff_sigmas), ry = gaussian_radius_px(sigma_y, p.cutoff_sigmas);
+  if (threadIdx.x == 0) {
+    radius_x[k] = rx;
+    radius_y[k] = ry;
+  }
+  const float ax = erf_scale(sigma_x), ay = erf_scale(sigma_y);
+  for (int d = threadIdx.x; d < stride; d += blockDim.x) {
+    weights_x[static_cast<std::size_t>(k) * stride + d] = d <= rx ? gaussian_weight(d, ax) : 0.0f;
+    weights_y[static_cast<std::size_t>(k) * stride + d] = d <= ry ? gaussian_weight(d, ay) : 0.0f;
+  }
+}
+
 __global__ void fixed_to_float_kernel(StackParams p, std::size_t count) {
   const double inverse = 1.0 / *p.fixed_scale;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -462,9 +536,11 @@ std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 std::size_t analysis_bytes(const StackParams& p) {
   const std::size_t tiles = static_cast<std::size_t>(p.tile_count());
+  const std::size_t slices = static_cast<std::size_t>(p.slices);
   return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) +
-         align16(kBucketCount * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
-         align16(p.slices * sizeof(int));
+         align16(kBucketCountSlots * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
+         align16(slices * sizeof(int)) + align16(tiles * sizeof(int)) + align16(4 * slices * sizeof(unsigned int)) +
+         align16(slices * sizeof(int));
 }
 
 StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
@@ -479,18 +555,24 @@ StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
   a.fixed_scale = reinterpret_cast<double*>(take(sizeof(double)));
   a.first_invalid = reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long)));
   a.max_image_bits = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int)));
-  a.bucket_count = reinterpret_cast<int*>(take(kBucketCount * sizeof(int)));
+  a.bucket_count = reinterpret_cast<int*>(take(kBucketCountSlots * sizeof(int)));
   a.bucket_tiles = reinterpret_cast<int*>(take(kBucketCount * tiles * sizeof(int)));
   a.slice_radius = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
+  a.tile_radius = reinterpret_cast<int*>(take(tiles * sizeof(int)));
+  a.slice_sigma_bits = reinterpret_cast<unsigned int*>(take(4 * static_cast<std::size_t>(p.slices) * sizeof(unsigned int)));
+  a.uniform_slices = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
   return a;
 }
 
 void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
-  const int reset_threads = std::max(kBucketCount, p.slices);
+  const int reset_threads = std::max(kBucketCountSlots, p.slices);
   reset_analysis_kernel<<<(reset_threads + 255) / 256, 256, 0, stream>>>(a, p.slices);
   PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
   analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, p.slices), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
+  // Every slice has at least one tile, so tile_count() threads cover the slices too.
+  bucket_tiles_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(p, a);
+  PD_CUDA_CHECK_LAUNCH("bucket_tiles_kernel");
 }
 
 namespace {
@@ -502,14 +584,47 @@ double pixel_count_of(const StackParams& p) {
 /// The fixed-point scale, one read-back of the bucket sizes, then one launch
 /// per non-empty bucket, largest radii first: `launch_radius(r, count, tiles)`
 /// for r ≤ kMaxTileRadiusPx, the global-atomics kernel for the general bucket.
+/// The separable row and column passes of convolution_kernels.cu over the
+/// `count` uniform slices of the analysis, radii up to max_radius.
+void launch_separable_uniform_slices(const StackParams& p, const StackAnalysis& a, int count, int max_radius,
+                                     SeparableScratch& scratch, cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(count);
+  const int stride = max_radius + 1;
+  scratch.rows.reserve(n * p.rows * p.cols);
+  scratch.weights.reserve(2 * n * stride);
+  scratch.radii.reserve(2 * n);
+  ConvolutionParams c;
+  c.slices = count;
+  c.rows = p.rows;
+  c.cols = p.cols;
+  c.max_radius = max_radius;
+  c.radius_x = scratch.radii.get();
+  c.radius_y = scratch.radii.get() + n;
+  c.weights_x = scratch.weights.get();
+  c.weights_y = scratch.weights.get() + n * stride;
+  c.slice_of = a.uniform_slices;
+  c.out_fixed = p.out_fixed;
+  c.fixed_scale = p.fixed_scale;
+  uniform_slice_weights_kernel<<<count, 128, 0, stream>>>(p, a, stride, scratch.radii.get(), scratch.radii.get() + n,
+                                                         scratch.weights.get(), scratch.weights.get() + n * stride);
+  PD_CUDA_CHECK_LAUNCH("uniform_slice_weights_kernel");
+  set_convolution_shared_memory_limits(max_radius);
+  launch_separable(c, p.image, scratch.rows.get(), p.out, stream);
+}
+
 template <class LaunchRadius>
-void launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, cudaStream_t stream,
-                              LaunchRadius&& launch_radius) {
+DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, SeparableScratch& separable_scratch,
+                              cudaStream_t stream, LaunchRadius&& launch_radius) {
   fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
   PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
-  int counts[kBucketCount];
+  int counts[kBucketCountSlots];
   PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
   PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DispatchCounts dispatched;
+  dispatched.uniform_slices = counts[kUniformSliceCountSlot];
+  if (dispatched.uniform_slices > 0)
+    launch_separable_uniform_slices(p, a, dispatched.uniform_slices, counts[kUniformMaxRadiusSlot],
+                                    separable_scratch, stream);
   for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
     if (counts[bucket] == 0) continue;
     const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
@@ -518,7 +633,9 @@ void launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, cuda
     else
       launch_radius(bucket, counts[bucket], tiles);
     PD_CUDA_CHECK_LAUNCH("scatter bucket");
+    dispatched.scatter_tiles += counts[bucket];
   }
+  return dispatched;
 }
 
 /// Prefer the largest shared-memory carveout for every tile kernel, so that
@@ -533,21 +650,23 @@ void prefer_shared_memory() {
 }  // namespace
 
 void prepare_tile_kernels() {
-  static const bool prepared = [] {
-    prefer_shared_memory<kMaxTileRadiusPx>();
-    return true;
-  }();
-  (void)prepared;
+  static PerDeviceSetting prepared;
+  prepared.once([] { prefer_shared_memory<kMaxTileRadiusPx>(); });
 }
 
-void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch, cudaStream_t stream) {
+DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
+                                    SeparableScratch& separable_scratch, cudaStream_t stream) {
   prepare_tile_kernels();
   if (launch == BucketLaunch::kFromDevice) {
+    // The device-side dispatcher launches tile buckets only; uniform slices
+    // left out of them would never be computed.
+    if (p.separable_uniform_slices)
+      throw InternalError("tile scatter: separable uniform slices need host-launched buckets");
     dispatch_buckets_kernel<<<1, 64, 0, stream>>>(p, a, pixel_count_of(p));
     PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
-    return;
+    return {};
   }
-  launch_buckets_from_host(p, a, stream, [&](int radius, int count, const int* tiles) {
+  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
     launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
   });
 }
@@ -584,12 +703,11 @@ void launch_register_blocked_radius(int radius, int count, const int* tiles, con
   if (radius == R) {
     constexpr int kT = register_block_rows(R);
     constexpr int kBytes = register_blocked_shared_bytes<R>();
-    static const bool configured = [] {
+    static PerDeviceSetting configured;
+    configured.once([] {
       PD_CUDA_CHECK(cudaFuncSetAttribute(scatter_register_blocked_kernel<R, kT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-      return true;
-    }();
-    (void)configured;
+    });
     scatter_register_blocked_kernel<R, kT><<<count, kTileCols, kBytes, stream>>>(p, tiles);
   } else if constexpr (R > 0) {
     launch_register_blocked_radius<R - 1>(radius, count, tiles, p, stream);
@@ -598,8 +716,9 @@ void launch_register_blocked_radius(int radius, int count, const int* tiles, con
 
 }  // namespace
 
-void launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
-  launch_buckets_from_host(p, a, stream, [&](int radius, int count, const int* tiles) {
+DispatchCounts launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a,
+                                               SeparableScratch& separable_scratch, cudaStream_t stream) {
+  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
     launch_register_blocked_radius<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
   });
 }

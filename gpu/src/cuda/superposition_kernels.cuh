@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/gpu/superposition.h"
 
 namespace protondose::cuda {
@@ -20,6 +21,12 @@ inline constexpr int kBlockRows = 8;
 /// bucket for tiles with larger radii (global-atomics scatter).
 inline constexpr int kGeneralBucket = kMaxTileRadiusPx + 1;
 inline constexpr int kBucketCount = kMaxTileRadiusPx + 2;
+/// StackAnalysis::bucket_count has two more entries after the buckets: the
+/// number of uniform-σ slices (StackParams::separable_uniform_slices) and
+/// their largest radius, so that one read-back gives the host every launch size.
+inline constexpr int kUniformSliceCountSlot = kBucketCount;
+inline constexpr int kUniformMaxRadiusSlot = kBucketCount + 1;
+inline constexpr int kBucketCountSlots = kBucketCount + 2;
 
 /// Everything a kernel needs about one stack (plain struct, passed by value).
 struct StackParams {
@@ -32,13 +39,21 @@ struct StackParams {
   float* out = nullptr;           ///< float output (must be zeroed before a scatter)
   unsigned long long* out_fixed = nullptr;  ///< fixed-point accumulator (deterministic mode) or null
   const double* fixed_scale = nullptr;      ///< device scalar: fixed-point units per output unit
+  /// Slices whose non-zero pixels share one σx and one σy leave the tile
+  /// buckets and run as separable passes (host-launched buckets only).
+  bool separable_uniform_slices = false;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
 
 /// Per-stack scratch, on the device. `analyse` fills it.
 struct StackAnalysis {
   int* slice_radius = nullptr;    ///< [slice]: max radius of its non-zero pixels, -1 if all zero
-  int* bucket_count = nullptr;    ///< [kBucketCount] tiles per bucket
+  int* tile_radius = nullptr;     ///< [tile]: max radius of its non-zero pixels, -1 if all zero
+  /// [slice][4]: bits of min σx, max σx, min σy, max σy over the slice's
+  /// non-zero pixels (non-negative floats order as their bits).
+  unsigned int* slice_sigma_bits = nullptr;
+  int* uniform_slices = nullptr;  ///< [slice]: the uniform slices, bucket_count[kUniformSliceCountSlot] of them
+  int* bucket_count = nullptr;    ///< [kBucketCountSlots] tiles per bucket, then the uniform slices' count and largest radius
   int* bucket_tiles = nullptr;    ///< [kBucketCount][tile_count]: tile indices of each bucket
   unsigned int* max_image_bits = nullptr;         ///< bits of the largest image value
   double* fixed_scale = nullptr;                  ///< deterministic-mode scale
@@ -50,25 +65,46 @@ std::size_t analysis_bytes(const StackParams& p);
 /// Carves a StackAnalysis out of `scratch` (analysis_bytes(p) bytes, 16-byte aligned).
 StackAnalysis analysis_layout(const StackParams& p, void* scratch);
 
-/// Resets the scratch, then one pass over the stack: per-tile and per-slice
-/// radii, invalid pixels flagged, non-zero tiles appended to their radius
-/// bucket, the largest value kept for the fixed-point scale.
+/// Resets the scratch, then one pass over the stack (per-tile and per-slice
+/// radii and σ ranges, invalid pixels flagged, the largest value kept for the
+/// fixed-point scale) and one over the tiles: non-zero tiles appended to their
+/// radius bucket — except, with p.separable_uniform_slices, the tiles of
+/// uniform-σ slices, which are listed as slices instead.
 void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// Device memory of the separable passes over uniform slices (grow-only): the
+/// row pass's intermediate, and per slice its radii and 1D weights.
+struct SeparableScratch {
+  DeviceBuffer<float> rows;
+  DeviceBuffer<float> weights;
+  DeviceBuffer<int> radii;
+};
 /// Who launches the per-radius grids of the tile scatter.
 enum class BucketLaunch {
   kFromDevice,  ///< a one-block dispatcher kernel (dynamic parallelism): no host round trip
   kFromHost,    ///< the host reads the bucket sizes back (one round trip per stack)
 };
 /// The shared-memory tile scatter over every non-empty bucket (general bucket:
-/// global-atomics scatter). Also writes the fixed-point scale.
-void launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch, cudaStream_t stream);
+/// global-atomics scatter), and the separable passes over the uniform slices
+/// (row-pass intermediate in `separable_scratch`, grown as needed; only with
+/// p.separable_uniform_slices, which needs BucketLaunch::kFromHost). Also
+/// writes the fixed-point scale. Returns the split (zeros when launched from
+/// the device: the host never sees the counts).
+/// What the host-launched paths read back: how the stack was split.
+struct DispatchCounts {
+  int uniform_slices = 0;  ///< slices run as separable passes
+  int scatter_tiles = 0;   ///< non-zero tiles run by the scatter (all buckets)
+};
+DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
+                                    SeparableScratch& separable_scratch, cudaStream_t stream);
 /// The tile scatter with one compile-time radius for every tile of the stack
 /// (the paper's experiment: r_max fixed per launch). radius must be ≥ every
 /// tile radius, 0 … kMaxTileRadiusPx.
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
 /// The register-blocked scatter over every non-empty bucket, launched from the
-/// host (general bucket: global-atomics scatter). Also writes the fixed-point scale.
-void launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+/// host (general bucket: global-atomics scatter), and the separable passes over
+/// the uniform slices as above. Also writes the fixed-point scale.
+DispatchCounts launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a,
+                                               SeparableScratch& separable_scratch, cudaStream_t stream);
 /// The register-blocked kernel with one radius for every tile of the stack.
 void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
 /// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.

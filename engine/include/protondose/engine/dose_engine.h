@@ -66,6 +66,10 @@ struct DoseEngineOptions {
   double ray_pitch_mm = 1.0;     ///< ray spacing at the isocentre plane (mm, > 0)
   double depth_step_mm = 1.0;    ///< BEV slice thickness along the axis (mm, > 0)
   double cutoff_sigmas = 3.0;    ///< n_σ of the fluence spreading and of the kernels, (0, 10]
+  /// GPU backend: stack slices whose σ is uniform (homogeneous water, parallel
+  /// beam) run as separable convolutions instead of the scatter — the same sum
+  /// (SuperpositionOptions::separable_uniform_slices). False forces the scatter.
+  bool separable_uniform_slices = true;
   /// Pencils stop at WEPL = range_cutoff_factor × R80 of the layer (or the end
   /// of the depth-dose table, whichever comes first), ≥ 1.
   double range_cutoff_factor = 1.05;
@@ -106,7 +110,8 @@ struct DoseEngineOptions {
   /// superposed in consecutive groups of layers (logged); a single layer is
   /// never split. Unset: 2 GiB of host memory on the CPU backend; on GPU
   /// backends what fits in 80 % of the device memory free when the engine was
-  /// created (32 bytes per pixel there, the deterministic accumulator included).
+  /// created (36 bytes per pixel there: the deterministic accumulator and the separable
+  /// passes' intermediate included).
   std::optional<std::size_t> max_stack_bytes;
   /// Largest accepted |deposited − expected| / expected of the energy balance.
   double energy_balance_tolerance = 0.02;

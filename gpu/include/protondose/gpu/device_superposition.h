@@ -37,8 +37,10 @@ GpuDeviceInfo gpu_device_info(int index = 0);
 std::size_t gpu_free_memory_bytes(int index = 0);
 
 /// Device bytes the GPU superposition needs per stack pixel: image, σx, σy and
-/// output floats, plus the deterministic mode's 64-bit accumulator.
-inline constexpr std::size_t kGpuSuperpositionBytesPerPixel = 4 * sizeof(float) + sizeof(unsigned long long);
+/// output floats, the deterministic mode's 64-bit accumulator, and the row-pass
+/// intermediate of uniform-σ slices (SuperpositionOptions::separable_uniform_slices).
+inline constexpr std::size_t kGpuSuperpositionBytesPerPixel =
+    4 * sizeof(float) + sizeof(unsigned long long) + sizeof(float);
 
 /// Runs one GPU superposition method on device arrays. Holds its scratch
 /// memory and stream between calls (grow-only), so repeated calls allocate
@@ -58,6 +60,15 @@ class DeviceSuperposer {
   void superpose_device(const SuperpositionInput& device_input, float* d_output);
 
   SuperpositionMethod method() const;
+
+  /// How the last superpose_device call split its stack (host-launched scatter
+  /// paths; zeros for the others): slices run as separable passes because
+  /// their σ is uniform, and tiles run by the scatter.
+  struct Split {
+    int separable_slices = 0;
+    int scatter_tiles = 0;
+  };
+  Split last_split() const;
 
   /// Device memory helpers for callers without CUDA headers (tests, engine).
   static float* allocate_device_floats(std::size_t count);

@@ -86,6 +86,15 @@ struct SuperpositionOptions {
   /// calling thread's current device, so workers on different devices can
   /// share a process. An index with no device is an UnavailableError.
   int gpu_device = 0;
+  /// GPU scatter methods (tiled and register-blocked, buckets launched from the
+  /// host): a slice whose non-zero pixels all share one σx and one σy is a true
+  /// convolution, and runs as the separable row and column passes instead of
+  /// the tile scatter — the same sum, since the scatter's weight K(dx,σx)·K(dy,σy)
+  /// is a product with each axis cut at its own radius: 2(2r+1) instead of
+  /// (2r+1)² taps per pixel. Homogeneous water with a parallel beam gives such
+  /// slices; heterogeneous patients rarely do. False forces the scatter (for
+  /// the benchmark's comparisons).
+  bool separable_uniform_slices = true;
 };
 
 /// The implementations, named by what differs. All compute the same sum.
