@@ -117,15 +117,19 @@ class CpuBeamExecutor final : public BeamExecutor {
                                halo ? halo_variance_.data() : nullptr});
     std::vector<double> row_energy(static_cast<std::size_t>(g.rows), 0.0);
     std::vector<int> row_overshoot(static_cast<std::size_t>(g.rows), std::numeric_limits<int>::min());
+    std::vector<float> row_halo_variance_max(static_cast<std::size_t>(g.rows), 0.0f);
     for (const HostLayerTables& h : layers) {
       const kernels::LayerTables t = bind(h);
       parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
         for (std::size_t r = b; r < e; ++r) {
           double energy = 0;
           int overshoot = row_overshoot[r];
-          for (int c = 0; c < g.cols; ++c) energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot);
+          float halo_variance_max = row_halo_variance_max[r];
+          for (int c = 0; c < g.cols; ++c)
+            energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot, &halo_variance_max);
           row_energy[r] += energy;
           row_overshoot[r] = overshoot;
+          row_halo_variance_max[r] = halo_variance_max;
         }
       });
     }
@@ -134,9 +138,8 @@ class CpuBeamExecutor final : public BeamExecutor {
     for (std::size_t r = 0; r < row_energy.size(); ++r) {
       out.energy_mev += row_energy[r];
       out.overshoot_px = std::max(out.overshoot_px, row_overshoot[r]);
+      out.max_halo_variance_mm2 = std::max(out.max_halo_variance_mm2, static_cast<double>(row_halo_variance_max[r]));
     }
-    for (std::size_t i = 0; i < halo_image_.size(); ++i)
-      if (halo_image_[i] > 0) out.max_halo_variance_mm2 = std::max(out.max_halo_variance_mm2, static_cast<double>(halo_variance_[i]));
     return out;
   }
 

@@ -287,12 +287,15 @@ struct LayerStackArgs {
 constexpr double kMinScatteringEnergyMev = 1.0;
 
 /// Fills the stack pixels of one ray of one layer: image (Gy), σx/σy (pixels)
-/// and the halo share; returns the energy put into the stack (MeV) and raises
-/// *overshoot_px to the farthest a kernel reaches past the grid edge.
+/// and the halo share; returns the energy put into the stack (MeV), raises
+/// *overshoot_px to the farthest a kernel reaches past the grid edge and
+/// *max_halo_variance_mm2 to the largest halo variance stored under a non-zero
+/// halo share (it sizes the coarse halo grid's pad).
 /// Fermi–Eyges moments advance step by step along the ray (Gottschalk et al.,
 /// NIM B 74:467 (1993)); the σ at a slice centre is the mean of the near- and
 /// far-face variances.
-PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int col, int row, int* overshoot_px) {
+PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int col, int row, int* overshoot_px,
+                              float* max_halo_variance_mm2) {
   const BevGeometry& g = s.grid;
   const std::size_t plane = g.plane();
   const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
@@ -325,6 +328,18 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
   const double wet = L.shifter_wet_mm;
   double energy = 0.0;
   int overshoot = *overshoot_px;
+  float halo_variance_max = *max_halo_variance_mm2;
+  const auto cidd_at = [&](double wepl_mm) {
+    return cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm, wepl_mm);
+  };
+  // CIDD at the near face of the current step. A step's far face is the next
+  // step's near face (both read wepl_far_mm of the same slice, and a far face
+  // past the cut-off ends the loop), so each face's CIDD is evaluated once.
+  double cidd_near = cidd_at(
+      (s.trace_first_slice == 0 ? 0.0
+                                : static_cast<double>(
+                                      s.wepl_far_mm[static_cast<std::size_t>(s.trace_first_slice - 1) * plane + ray])) +
+      wet);
   int k = 0;
   for (; k < L.slices; ++k) {
     const int kt = s.trace_first_slice + k;
@@ -333,10 +348,9 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
     if (w_near >= L.cutoff_wepl_mm) break;
     const double w_far = s.wepl_far_mm[idx];
     const double w_mid = 0.5 * (w_near + w_far);
-    const double d_mev = cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm,
-                                  fmin(w_far, L.cutoff_wepl_mm) + wet) -
-                         cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm,
-                                  w_near + wet);
+    const double cidd_far = cidd_at(fmin(w_far, L.cutoff_wepl_mm) + wet);
+    const double d_mev = cidd_far - cidd_near;
+    cidd_near = cidd_far;
     const double d = g.depth_mm(k);
     const double mx = g.magnification_x(d), my = g.magnification_y(d);
     const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
@@ -376,8 +390,11 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
       const double sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
       const double variance = L.halo_sigma_is_added ? sh * sh + 0.5 * (fmax(vx, 0.0) + fmax(vy, 0.0))
                                                     : sh * sh - 0.5 * (sxm * sxm + sym * sym);
-      s.halo_image[sidx] = static_cast<float>(weight * pixel_gy);
-      s.halo_variance_mm2[sidx] = static_cast<float>(fmax(variance, 0.0));
+      const float halo_share = static_cast<float>(weight * pixel_gy);
+      const float halo_variance = static_cast<float>(fmax(variance, 0.0));
+      s.halo_image[sidx] = halo_share;
+      s.halo_variance_mm2[sidx] = halo_variance;
+      if (halo_share > 0 && halo_variance > halo_variance_max) halo_variance_max = halo_variance;
       s.image[sidx] = static_cast<float>((1 - weight) * pixel_gy);
     } else {
       s.image[sidx] = static_cast<float>(pixel_gy);
@@ -399,6 +416,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
   }
   for (; k < L.slices; ++k) clear(k);  // past the cut-off
   *overshoot_px = overshoot;
+  *max_halo_variance_mm2 = halo_variance_max;
   return energy;
 }
 

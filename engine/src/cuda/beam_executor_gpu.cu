@@ -78,21 +78,14 @@ __global__ void layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTabl
   const kernels::LayerTables& L = layers[blockIdx.y];
   double energy = 0;
   int overshoot = INT_MIN;
+  float halo_variance_max = 0;
   if (ray < s.grid.plane()) {
     const int col = static_cast<int>(ray % s.grid.cols), row = static_cast<int>(ray / s.grid.cols);
-    energy = kernels::layer_ray(s, L, col, row, &overshoot);
-    if (s.halo_image && L.fluence[ray] > 0) {
-      // Largest halo variance among this ray's non-zero halo pixels (sizes the coarse grid's pad).
-      float v_max = 0;
-      const std::size_t plane = s.grid.plane();
-      for (int k = 0; k < L.slices; ++k) {
-        const std::size_t i = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
-        if (s.halo_image[i] > 0) v_max = fmaxf(v_max, s.halo_variance_mm2[i]);
-      }
-      if (v_max > 0) atomicMax(max_halo_variance_bits, __float_as_uint(v_max));  // ≥ 0: bits order as values
-    }
+    energy = kernels::layer_ray(s, L, col, row, &overshoot, &halo_variance_max);
   }
   if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
+  // Largest halo variance under a non-zero halo share (sizes the coarse grid's pad).
+  if (halo_variance_max > 0) atomicMax(max_halo_variance_bits, __float_as_uint(halo_variance_max));  // ≥ 0: bits order as values
   const double block_energy = block_sum(energy);
   if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
 }
