@@ -167,6 +167,7 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
                     {"shift_mm", scenarios[i].shift_mm},
                     {"rsp_scale", scenarios[i].rsp_scale},
                     {"compute_s", r.seconds[i]},
+                    {"worker", r.worker_indices[i]},
                     {"device", r.devices[i]},
                     {"engine_timings_s", {{"dose_ready", r.timings[i].dose_ready_s},
                                           {"ray_tracing", r.timings[i].ray_tracing_s},

@@ -139,6 +139,7 @@ struct ScenarioDose {
   double seconds = 0;
   StageTimings timings;
   int device = -1;
+  int worker = 0;
 };
 
 /// The engine options of worker `worker` of `workers`.
@@ -216,7 +217,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   // Scenario i on a worker's warm engine (the depth-dose cache, the executor
   // and, on a GPU backend, the CTs in device memory are reused by every
   // scenario of the worker).
-  const auto compute_scenario = [&](const DoseEngine& engine, std::size_t i) {
+  const auto compute_scenario = [&](const DoseEngine& engine, int worker, std::size_t i) {
     const RobustScenario& s = scenarios[i];
     const auto ts = std::chrono::steady_clock::now();
     const std::shared_ptr<const PreparedCt> scaled = prepared.get(engine, s.rsp_scale);
@@ -226,6 +227,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     out.timings = r.timings;
     out.device = engine.options().backend == Backend::kCpu ? -1 : engine.options().gpu_device;
+    out.worker = worker;
     out.dose_gy = std::move(r.dose_gy);
     if (r.fractions != 1)
       for (float& v : out.dose_gy.data) v = static_cast<float>(v * r.fractions);
@@ -236,6 +238,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
     result.seconds.push_back(d.seconds);
     result.timings.push_back(d.timings);
     result.devices.push_back(d.device);
+    result.worker_indices.push_back(d.worker);
     const Volume<float>& dose = d.dose_gy;
     if (i == 0) {
       result.nominal_gy = dose;
@@ -255,7 +258,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   if (workers == 1) {
     // One engine on the calling thread, each scenario delivered as it is done.
     const DoseEngine engine(machine, hu_curve, worker_engine_options(options, 0, 1));
-    for (std::size_t i = 0; i < n; ++i) deliver(i, compute_scenario(engine, i));
+    for (std::size_t i = 0; i < n; ++i) deliver(i, compute_scenario(engine, 0, i));
     result.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;
   }
@@ -291,7 +294,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
           changed.wait(lock, [&] { return stop || i < delivered + max_waiting; });
         }
         if (stop) break;
-        ScenarioDose d = compute_scenario(engine, i);
+        ScenarioDose d = compute_scenario(engine, worker, i);
         std::lock_guard<std::mutex> lock(mutex);
         finished.emplace(i, std::move(d));
         changed.notify_all();

@@ -156,7 +156,10 @@ TEST(RobustCli, TwoCpuWorkersWriteTheOneWorkerMinimumAndMaximum) {
     EXPECT_EQ(r["backend"], "cpu") << run;
     ASSERT_EQ(r["scenarios"].size(), 4u) << run;
     EXPECT_EQ(r["scenarios"][2]["name"], "up3_long") << run;  // in scenario order, whoever computed it
-    for (const auto& s : r["scenarios"]) EXPECT_EQ(s["device"], -1) << run;
+    for (const auto& s : r["scenarios"]) {
+      EXPECT_EQ(s["device"], -1) << run;
+      EXPECT_TRUE(s["worker"] >= 0 && s["worker"] < r["workers"]) << s.dump();
+    }
   }
   for (const char* file : {"dose_min.dcm", "dose_max.dcm", "dose_nominal.dcm"}) {
     const auto one = protondose::dicom::read_rt_dose((dir / "one" / file).string());

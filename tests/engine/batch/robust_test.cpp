@@ -249,6 +249,7 @@ TEST(RobustWorkers, TwoAndThreeWorkersGiveTheOneWorkerDosesBitwiseInScenarioOrde
   for (std::size_t i = 0; i < in_order.size(); ++i) in_order[i] = i;
   EXPECT_EQ(one.order, in_order);
   EXPECT_EQ(one.result.workers, 1);
+  EXPECT_EQ(one.result.worker_indices, std::vector<int>(scenarios.size(), 0));
   // Engine threads 0: the workers split the cores (the CPU dose does not depend on the thread count).
   for (int workers : {2, 3}) {
     const Delivered many = run_with_workers(scenarios, workers, 0);
@@ -266,6 +267,8 @@ TEST(RobustWorkers, TwoAndThreeWorkersGiveTheOneWorkerDosesBitwiseInScenarioOrde
     EXPECT_EQ(many.result.seconds.size(), scenarios.size());
     EXPECT_EQ(many.result.timings.size(), scenarios.size());
     EXPECT_EQ(many.result.devices, std::vector<int>(scenarios.size(), -1));  // the CPU backend
+    ASSERT_EQ(many.result.worker_indices.size(), scenarios.size());
+    for (int w : many.result.worker_indices) EXPECT_TRUE(w >= 0 && w < workers) << w;
   }
 }
 

@@ -65,6 +65,7 @@ struct RobustResult {
   std::vector<double> seconds;
   std::vector<StageTimings> timings;  ///< the engine's stage timings of each scenario
   std::vector<int> devices;  ///< CUDA device of the worker that computed each scenario; −1 on the CPU backend
+  std::vector<int> worker_indices;  ///< the worker (0 .. workers − 1) that computed each scenario
   int workers = 1;           ///< workers started: min(options.workers, scenario count)
   double total_s = 0;
 };
