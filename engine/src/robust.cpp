@@ -265,7 +265,9 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
 
   // Several workers: each takes the next scenario index, computes it and puts
   // the dose into the reorder buffer; the calling thread delivers index
-  // `delivered` as soon as it is there. Everything below is guarded by `mutex`.
+  // `delivered` as soon as it is there. `finished`, `delivered` (written by the
+  // caller only) and `first_error` are guarded by `mutex`; `stop` is set under
+  // it too, so that a worker or the caller waiting on `changed` sees it.
   const std::size_t max_waiting = 2 * static_cast<std::size_t>(workers);
   std::mutex mutex;
   std::condition_variable changed;
