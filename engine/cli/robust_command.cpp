@@ -29,6 +29,7 @@
 #include "protondose/engine/batch.h"
 #include "protondose/engine/batch_dicom_io.h"
 #include "protondose/engine/robust.h"
+#include "protondose/gpu/device_superposition.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
 
@@ -53,7 +54,35 @@ struct RobustArgs {
   bool per_scenario = false;
   double ray_pitch_mm = 1.0;
   double depth_step_mm = 1.0;
+  std::string gpus;                    // --gpus all|0,1: GPU scenario workers
+  std::optional<int> workers_per_gpu;  // with --gpus (default 1)
+  std::optional<int> workers;          // without --gpus (default 1)
 };
+
+/// The scenario workers and their devices from --gpus / --workers-per-gpu /
+/// --workers, as `protondose batch` places them (worker w on the w-th listed
+/// device, mod their number). ConfigError for contradictory options; the
+/// --backend cpu check comes before the device lookup, so `--gpus 0 --backend
+/// cpu` is a config error also where no GPU exists.
+void place_workers(const RobustArgs& a, pe::RobustOptions& ro) {
+  if (a.gpus.empty()) {
+    if (a.workers_per_gpu)
+      throw protondose::ConfigError("--workers-per-gpu " + std::to_string(*a.workers_per_gpu) +
+                                    " needs --gpus; use --workers N for the CPU backend");
+    ro.workers = a.workers.value_or(1);
+    return;
+  }
+  if (ro.engine.backend == pe::Backend::kCpu)
+    throw protondose::ConfigError("--gpus " + a.gpus +
+                                  " with --backend cpu: the CPU backend runs on no GPU; use --workers N instead");
+  if (a.workers)
+    throw protondose::ConfigError("--workers " + std::to_string(*a.workers) +
+                                  " with --gpus " + a.gpus + ": GPU workers are --workers-per-gpu K per listed device");
+  const int per_gpu = a.workers_per_gpu.value_or(1);
+  if (per_gpu < 1) throw protondose::ConfigError("--workers-per-gpu " + std::to_string(per_gpu) + ": need at least 1");
+  ro.gpu_devices = pe::parse_gpu_list(a.gpus, protondose::gpu_device_count());
+  ro.workers = static_cast<int>(ro.gpu_devices.size()) * per_gpu;
+}
 
 void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   spdlog::set_level(spdlog::level::warn);
@@ -61,12 +90,16 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   const std::vector<pe::RobustScenario> scenarios =
       a.scenarios_file.empty() ? pe::standard_scenarios(a.setup_mm, a.range_pct) : pe::load_scenarios_csv(a.scenarios_file);
   pe::DoseEngineOptions eo;
-  eo.backend = protondose::cli::choose_backend(a.backend);
+  // --gpus asks for GPU workers: the gpu backend unless --backend names another.
+  eo.backend = !a.gpus.empty() && a.backend.empty() ? pe::Backend::kGpu : protondose::cli::choose_backend(a.backend);
   eo.output_spacing_mm = a.grid_mm;
   eo.ray_pitch_mm = a.ray_pitch_mm;
   eo.depth_step_mm = a.depth_step_mm;
   eo.require_machine_name_match = a.machine.empty();
-  eo.validate();
+  pe::RobustOptions ro;
+  ro.engine = eo;
+  place_workers(a, ro);
+  ro.validate();
 
   protondose::CtImage ct = protondose::dicom::read_ct_series(a.ct_dir);
   const protondose::IonPlan plan = pe::dicom_io::read_plan_for_ct(a.plan_path, a.ct_dir, ct);
@@ -118,8 +151,6 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
     per_scenario_metrics.push_back(m);
     if (progress) std::fprintf(stderr, "\rscenario %zu/%zu %-40.40s", i + 1, scenarios.size(), scenarios[i].name.c_str());
   };
-  pe::RobustOptions ro;
-  ro.engine = eo;
   const pe::RobustResult r = pe::run_robust(machine, hu, ct, plan, scenarios, ro, on_scenario);
   if (progress) std::fprintf(stderr, "\n");
 
@@ -136,6 +167,8 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
                     {"shift_mm", scenarios[i].shift_mm},
                     {"rsp_scale", scenarios[i].rsp_scale},
                     {"compute_s", r.seconds[i]},
+                    {"worker", r.worker_indices[i]},
+                    {"device", r.devices[i]},
                     {"engine_timings_s", {{"dose_ready", r.timings[i].dose_ready_s},
                                           {"ray_tracing", r.timings[i].ray_tracing_s},
                                           {"layer_images", r.timings[i].layer_images_s},
@@ -156,9 +189,15 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
     protondose::compare::write_png((fs::path(a.out_dir) / "dvh_band.png").string(),
                                    protondose::compare::render_dvh(lower, upper, "DVH BAND OVER SCENARIOS"));
   }
+  // The devices the workers ran on (the engine's device without --gpus; none on the CPU).
+  std::vector<int> used_devices = ro.gpu_devices;
+  if (used_devices.empty() && eo.backend != pe::Backend::kCpu) used_devices.push_back(eo.gpu_device);
   const json out{{"ct", a.ct_dir},
                  {"plan", a.plan_path},
                  {"scenario_count", scenarios.size()},
+                 {"backend", pe::backend_name(eo.backend)},
+                 {"workers", r.workers},
+                 {"gpu_devices", used_devices},
                  {"total_s", r.total_s},
                  {"scenarios_per_s", r.total_s > 0 ? static_cast<double>(scenarios.size()) / r.total_s : 0.0},
                  {"dvh_band", band},
@@ -187,6 +226,9 @@ void add_robust(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_flag("--per-scenario", a->per_scenario, "Also write each scenario's dose (scenario_<name>.dcm)");
   cmd->add_option("--ray-pitch", a->ray_pitch_mm, "BEV ray spacing at the isocentre plane (mm)")->capture_default_str();
   cmd->add_option("--depth-step", a->depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "GPU scenario workers: all | 0,1 | 0 (device indices)");
+  cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Scenario workers sharing each GPU of --gpus (default 1)");
+  cmd->add_option("--workers", a->workers, "Scenario workers without --gpus, e.g. on the CPU backend (default 1)");
   cmd->callback([a, &ctx]() { run_robust_command(*a, ctx); });
 }
 

@@ -2,16 +2,23 @@
 #include "protondose/engine/robust.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "protondose/core/error.h"
+#include "protondose/core/parallel.h"
 #include "protondose/engine/batch.h"
 
 namespace protondose::engine {
@@ -114,47 +121,220 @@ std::vector<RobustScenario> load_scenarios_csv(const std::string& path) {
   return out;
 }
 
+void RobustOptions::validate() const {
+  if (workers < 1) throw ConfigError("--workers " + std::to_string(workers) + ": need at least 1 scenario worker");
+  if (!gpu_devices.empty() && engine.backend == Backend::kCpu)
+    throw ConfigError("--gpus: GPU devices given (" + std::to_string(gpu_devices.size()) +
+                      ") with the cpu backend, which runs on no GPU; use --workers for CPU workers");
+  for (int d : gpu_devices)
+    if (d < 0) throw ConfigError("--gpus: device index " + std::to_string(d) + " is negative");
+  engine.validate();
+}
+
+namespace {
+
+/// One computed scenario on its way from a worker to the caller.
+struct ScenarioDose {
+  Volume<float> dose_gy;  ///< plan dose (all fractions)
+  double seconds = 0;
+  StageTimings timings;
+  int device = -1;
+  int worker = 0;
+};
+
+/// The engine options of worker `worker` of `workers`.
+DoseEngineOptions worker_engine_options(const RobustOptions& options, int worker, int workers) {
+  DoseEngineOptions o = options.engine;
+  if (o.backend == Backend::kCpu) {
+    // The workers share the cores; a caller's explicit thread count stands.
+    if (o.threads == 0 && workers > 1) o.threads = std::max(1, default_thread_count() / workers);
+  } else if (!options.gpu_devices.empty()) {
+    o.gpu_device = options.gpu_devices[static_cast<std::size_t>(worker) % options.gpu_devices.size()];
+  }
+  return o;
+}
+
+/// The CT prepared once per rsp_scale for every worker. A PreparedCt depends
+/// only on the HU curve and the options every worker's engine shares (output
+/// grid, HU policy, scattering model; DoseEngine::compute), and each engine's
+/// executor keeps its own device copy keyed by PreparedCt::id: one preparation
+/// serves all workers. The first worker that needs a scale prepares it; the
+/// others wait for it (and get its exception, if it fails).
+class SharedPreparedCts {
+ public:
+  explicit SharedPreparedCts(const CtImage& ct) : ct_(ct) {}
+
+  std::shared_ptr<const PreparedCt> get(const DoseEngine& engine, double rsp_scale) {
+    std::promise<std::shared_ptr<const PreparedCt>> promise;
+    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
+    bool mine = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = by_scale_.find(rsp_scale);
+      if (it == by_scale_.end()) {
+        prepared = promise.get_future().share();
+        by_scale_.emplace(rsp_scale, prepared);
+        mine = true;
+      } else {
+        prepared = it->second;
+      }
+    }
+    if (mine) {
+      try {
+        promise.set_value(engine.prepare(ct_, rsp_scale));
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+      }
+    }
+    return prepared.get();
+  }
+
+ private:
+  const CtImage& ct_;
+  std::mutex mutex_;
+  std::map<double, std::shared_future<std::shared_ptr<const PreparedCt>>> by_scale_;
+};
+
+}  // namespace
+
 RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurve& hu_curve, const CtImage& ct,
                         const IonPlan& plan, const std::vector<RobustScenario>& scenarios,
                         const RobustOptions& options,
                         const std::function<void(std::size_t, const Volume<float>&)>& on_scenario) {
+  options.validate();
   if (scenarios.empty()) throw ConfigError("robust: no scenarios");
   if (scenarios[0].shift_mm != Vec3{0, 0, 0} || scenarios[0].rsp_scale != 1.0)
     throw ConfigError("robust: the first scenario ('" + scenarios[0].name + "') must be the nominal");
   const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t n = scenarios.size();
+  const int workers = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(options.workers), n));
   RobustResult result;
   result.scenarios = scenarios;
-  // One warm engine for every scenario, and the CT converted once per range
-  // error (RSP × scale): the depth-dose cache, the executor and (on a GPU
-  // backend) the CTs in device memory are reused by every setup shift.
-  const DoseEngine engine(machine, hu_curve, options.engine);
-  std::map<double, std::shared_ptr<const PreparedCt>> prepared;
-  for (std::size_t i = 0; i < scenarios.size(); ++i) {
+  result.workers = workers;
+  // Declared before any engine: the engines' executors point into the prepared CTs.
+  SharedPreparedCts prepared(ct);
+
+  // Scenario i on a worker's warm engine (the depth-dose cache, the executor
+  // and, on a GPU backend, the CTs in device memory are reused by every
+  // scenario of the worker).
+  const auto compute_scenario = [&](const DoseEngine& engine, int worker, std::size_t i) {
     const RobustScenario& s = scenarios[i];
     const auto ts = std::chrono::steady_clock::now();
-    std::shared_ptr<const PreparedCt>& scaled = prepared[s.rsp_scale];
-    if (!scaled) scaled = engine.prepare(ct, s.rsp_scale);
+    const std::shared_ptr<const PreparedCt> scaled = prepared.get(engine, s.rsp_scale);
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
     DoseResult r = engine.compute(*scaled, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
-    result.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
-    result.timings.push_back(r.timings);
-    Volume<float> dose = std::move(r.dose_gy);
+    ScenarioDose out;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+    out.timings = r.timings;
+    out.device = engine.options().backend == Backend::kCpu ? -1 : engine.options().gpu_device;
+    out.worker = worker;
+    out.dose_gy = std::move(r.dose_gy);
     if (r.fractions != 1)
-      for (float& v : dose.data) v = static_cast<float>(v * r.fractions);
+      for (float& v : out.dose_gy.data) v = static_cast<float>(v * r.fractions);
+    return out;
+  };
+  // On the calling thread, in scenario order: the nominal initialises min/max.
+  const auto deliver = [&](std::size_t i, const ScenarioDose& d) {
+    result.seconds.push_back(d.seconds);
+    result.timings.push_back(d.timings);
+    result.devices.push_back(d.device);
+    result.worker_indices.push_back(d.worker);
+    const Volume<float>& dose = d.dose_gy;
     if (i == 0) {
       result.nominal_gy = dose;
       result.min_gy = dose;
       result.max_gy = dose;
     } else {
       if (dose.grid != result.min_gy.grid)
-        throw InternalError("robust: scenario '" + s.name + "' gave a dose on another grid than the nominal");
+        throw InternalError("robust: scenario '" + scenarios[i].name + "' gave a dose on another grid than the nominal");
       for (std::size_t v = 0; v < dose.data.size(); ++v) {
         result.min_gy.data[v] = std::min(result.min_gy.data[v], dose.data[v]);
         result.max_gy.data[v] = std::max(result.max_gy.data[v], dose.data[v]);
       }
     }
     if (on_scenario) on_scenario(i, dose);
+  };
+
+  if (workers == 1) {
+    // One engine on the calling thread, each scenario delivered as it is done.
+    const DoseEngine engine(machine, hu_curve, worker_engine_options(options, 0, 1));
+    for (std::size_t i = 0; i < n; ++i) deliver(i, compute_scenario(engine, 0, i));
+    result.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
   }
+
+  // Several workers: each takes the next scenario index, computes it and puts
+  // the dose into the reorder buffer; the calling thread delivers index
+  // `delivered` as soon as it is there. `finished`, `delivered` (written by the
+  // caller only) and `first_error` are guarded by `mutex`; `stop` is set under
+  // it too, so that a worker or the caller waiting on `changed` sees it.
+  const std::size_t max_waiting = 2 * static_cast<std::size_t>(workers);
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::size_t, ScenarioDose> finished;
+  std::size_t delivered = 0;
+  std::exception_ptr first_error;
+  std::atomic<std::size_t> next_index{0};
+  std::atomic<bool> stop{false};
+  const auto fail = [&](std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!first_error) first_error = e;
+    stop = true;
+    changed.notify_all();
+  };
+  const auto work = [&](int worker) {
+    try {
+      const DoseEngine engine(machine, hu_curve, worker_engine_options(options, worker, workers));
+      while (!stop) {
+        const std::size_t i = next_index.fetch_add(1);
+        if (i >= n) break;
+        {
+          // Not further ahead than max_waiting of the caller. Every index below
+          // i is already taken by a worker that is not waiting here, so
+          // `delivered` advances (or a failure stops the run).
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [&] { return stop || i < delivered + max_waiting; });
+        }
+        if (stop) break;
+        ScenarioDose d = compute_scenario(engine, worker, i);
+        std::lock_guard<std::mutex> lock(mutex);
+        finished.emplace(i, std::move(d));
+        changed.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  };
+
+  std::vector<std::thread> threads;
+  try {
+    for (int w = 0; w < workers; ++w) threads.emplace_back(work, w);
+    while (delivered < n) {
+      ScenarioDose d;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return stop || finished.count(delivered) > 0; });
+        if (stop) break;
+        auto it = finished.find(delivered);
+        d = std::move(it->second);
+        finished.erase(it);
+      }
+      deliver(delivered, d);
+      std::lock_guard<std::mutex> lock(mutex);
+      ++delivered;
+      changed.notify_all();
+    }
+  } catch (...) {
+    // on_scenario, the min/max update or starting a thread failed.
+    fail(std::current_exception());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stop = true;
+    changed.notify_all();
+  }
+  for (std::thread& t : threads) t.join();
+  if (first_error) std::rethrow_exception(first_error);
   result.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

@@ -20,9 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Runs the protondose executable with `args` (already quoted); returns the exit status, stdout in `out`.
-int run_cli(const std::string& args, std::string* out = nullptr) {
-  const std::string cmd = std::string(PROTONDOSE_EXE) + " " + args + " 2>/dev/null";
+/// Runs the protondose executable with `args` (already quoted); returns the
+/// exit status, stdout in `out` (and stderr after it with `with_stderr`).
+int run_cli(const std::string& args, std::string* out = nullptr, bool with_stderr = false) {
+  const std::string cmd = std::string(PROTONDOSE_EXE) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   std::string text;
@@ -133,4 +134,57 @@ TEST(BatchCli, ARegisteredJobOnTheExamplePlanMatchesTheEquivalentShift) {
     EXPECT_EQ(r["registration"]["ct_from_plan"][7], -6.0) << line;
   }
   EXPECT_TRUE(seen);
+}
+
+TEST(RobustCli, TwoCpuWorkersWriteTheOneWorkerMinimumAndMaximum) {
+  const auto dir = batch_test::fresh_dir();
+  // Four scenarios on two range errors: the workers share the prepared CTs.
+  batch_test::write_text(dir / "scenarios.csv", "name,x_mm,y_mm,z_mm,range_pct\n"
+                                                "nominal,0,0,0,0\n"
+                                                "left3,-3,0,0,0\n"
+                                                "up3_long,0,0,3,3.5\n"
+                                                "long,0,0,0,3.5\n");
+  const std::string common = "-q robust --ct " + kExample + "/ct --plan " + kExample + "/plan.dcm --backend cpu --grid 6 " +
+                             "--ray-pitch 3 --depth-step 2 --scenarios " + (dir / "scenarios.csv").string();
+  ASSERT_EQ(run_cli(common + " --workers 1 --out-dir " + (dir / "one").string()), 0);
+  ASSERT_EQ(run_cli(common + " --workers 2 --out-dir " + (dir / "two").string()), 0);
+  for (const char* run : {"one", "two"}) {
+    std::ifstream in(dir / run / "robust.json");
+    const nlohmann::json r = nlohmann::json::parse(in);
+    EXPECT_EQ(r["workers"], std::string(run) == "one" ? 1 : 2) << run;
+    EXPECT_EQ(r["gpu_devices"], nlohmann::json::array()) << run;
+    EXPECT_EQ(r["backend"], "cpu") << run;
+    ASSERT_EQ(r["scenarios"].size(), 4u) << run;
+    EXPECT_EQ(r["scenarios"][2]["name"], "up3_long") << run;  // in scenario order, whoever computed it
+    for (const auto& s : r["scenarios"]) {
+      EXPECT_EQ(s["device"], -1) << run;
+      EXPECT_TRUE(s["worker"] >= 0 && s["worker"] < r["workers"]) << s.dump();
+    }
+  }
+  for (const char* file : {"dose_min.dcm", "dose_max.dcm", "dose_nominal.dcm"}) {
+    const auto one = protondose::dicom::read_rt_dose((dir / "one" / file).string());
+    const auto two = protondose::dicom::read_rt_dose((dir / "two" / file).string());
+    ASSERT_GT(*std::max_element(one.dose_gy.data.begin(), one.dose_gy.data.end()), 0.0f) << file;
+    EXPECT_EQ(two.dose_gy.grid, one.dose_gy.grid) << file;
+    EXPECT_EQ(two.dose_gy.data, one.dose_gy.data) << file;
+  }
+  // The band is real: the comparison above could fail.
+  const auto lo = protondose::dicom::read_rt_dose((dir / "one" / "dose_min.dcm").string());
+  const auto hi = protondose::dicom::read_rt_dose((dir / "one" / "dose_max.dcm").string());
+  EXPECT_NE(lo.dose_gy.data, hi.dose_gy.data);
+}
+
+TEST(RobustCli, GpusWithTheCpuBackendIsAConfigError) {
+  const auto dir = batch_test::fresh_dir();
+  const std::string common = "robust --ct " + kExample + "/ct --plan " + kExample + "/plan.dcm --out-dir " +
+                             (dir / "out").string();
+  std::string output;
+  // Config (2) also where no GPU exists: the backend is checked before the device list.
+  EXPECT_EQ(run_cli(common + " --gpus 0 --backend cpu", &output, true), 2) << output;
+  EXPECT_NE(output.find("--gpus 0 with --backend cpu"), std::string::npos) << output;
+  EXPECT_EQ(run_cli(common + " --backend cpu --workers-per-gpu 2", &output, true), 2) << output;
+  EXPECT_NE(output.find("--workers-per-gpu 2 needs --gpus"), std::string::npos) << output;
+  EXPECT_EQ(run_cli(common + " --backend cpu --workers 0", &output, true), 2) << output;
+  EXPECT_NE(output.find("--workers 0: need at least 1"), std::string::npos) << output;
+  EXPECT_FALSE(fs::exists(dir / "out"));  // refused before anything is read or written
 }

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "batch_case.h"
 #include "expect_error.h"
@@ -174,4 +181,171 @@ TEST(Robust, DvhBandIsTheMinimumNominalAndMaximumOverScenarios) {
   const std::vector<nlohmann::json> missing{nominal_only, nlohmann::json::object()};
   const std::string msg = message_of<protondose::InternalError>([&] { pe::dvh_band(missing); });
   EXPECT_NE(msg.find("scenario 1 has no DVH of 'PTV'"), std::string::npos) << msg;
+}
+
+// ---- several scenario workers -------------------------------------------------
+
+namespace {
+
+/// What one run_robust delivered: the scenario doses in the order on_scenario saw them.
+struct Delivered {
+  pe::RobustResult result;
+  std::vector<std::size_t> order;             ///< on_scenario's indices, call by call
+  std::vector<std::vector<float>> doses;      ///< on_scenario's doses, call by call
+  bool all_on_calling_thread = true;
+};
+
+Delivered run_with_workers(const std::vector<pe::RobustScenario>& scenarios, int workers, int engine_threads) {
+  pe::RobustOptions o;
+  o.engine = fast_engine();
+  o.engine.threads = engine_threads;
+  o.workers = workers;
+  Delivered d;
+  const std::thread::id caller = std::this_thread::get_id();
+  d.result = pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(),
+                            batch_test::tiny_plan(100), scenarios, o,
+                            [&](std::size_t i, const protondose::Volume<float>& dose) {
+                              d.order.push_back(i);
+                              d.doses.push_back(dose.data);
+                              if (std::this_thread::get_id() != caller) d.all_on_calling_thread = false;
+                            });
+  return d;
+}
+
+/// Runs f (which must throw E) on another thread and returns E's message. A
+/// run that has not returned after `limit` is a deadlock: the test reports it
+/// and ends the process, since a hung thread can be neither joined nor cancelled.
+template <class E, class F>
+std::string message_without_hanging(F f, std::chrono::seconds limit = std::chrono::seconds(300)) {
+  std::promise<std::string> message;
+  std::future<std::string> done = message.get_future();
+  std::thread runner([&] { message.set_value(message_of<E>(f)); });
+  if (done.wait_for(limit) == std::future_status::timeout) {
+    std::fprintf(stderr, "run_robust has not returned after %lld s: deadlock; ending the test process\n",
+                 static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  runner.join();
+  return done.get();
+}
+
+/// Nominal, ±x and ±y with the three range errors: 15 scenarios on 3 prepared CTs.
+std::vector<pe::RobustScenario> fifteen_scenarios() {
+  std::vector<pe::RobustScenario> s = pe::standard_scenarios(4.0, 3.5);
+  s.resize(15);
+  return s;
+}
+
+}  // namespace
+
+TEST(RobustWorkers, TwoAndThreeWorkersGiveTheOneWorkerDosesBitwiseInScenarioOrder) {
+  const std::vector<pe::RobustScenario> scenarios = fifteen_scenarios();
+  const Delivered one = run_with_workers(scenarios, 1, 2);
+  ASSERT_EQ(one.doses.size(), scenarios.size());
+  ASSERT_GT(*std::max_element(one.result.max_gy.data.begin(), one.result.max_gy.data.end()), 0.0f);
+  ASSERT_NE(one.result.min_gy.data, one.result.max_gy.data);  // the scenarios differ: the comparison can fail
+  std::vector<std::size_t> in_order(scenarios.size());
+  for (std::size_t i = 0; i < in_order.size(); ++i) in_order[i] = i;
+  EXPECT_EQ(one.order, in_order);
+  EXPECT_EQ(one.result.workers, 1);
+  EXPECT_EQ(one.result.worker_indices, std::vector<int>(scenarios.size(), 0));
+  // Engine threads 0: the workers split the cores (the CPU dose does not depend on the thread count).
+  for (int workers : {2, 3}) {
+    const Delivered many = run_with_workers(scenarios, workers, 0);
+    EXPECT_EQ(many.result.workers, workers);
+    EXPECT_EQ(many.order, in_order) << workers << " workers";
+    EXPECT_TRUE(many.all_on_calling_thread) << workers << " workers";
+    EXPECT_EQ(many.result.nominal_gy.data, one.result.nominal_gy.data) << workers << " workers";
+    EXPECT_EQ(many.result.min_gy.data, one.result.min_gy.data) << workers << " workers";
+    EXPECT_EQ(many.result.max_gy.data, one.result.max_gy.data) << workers << " workers";
+    EXPECT_EQ(many.result.nominal_gy.grid, one.result.nominal_gy.grid);
+    ASSERT_EQ(many.doses.size(), one.doses.size());
+    for (std::size_t i = 0; i < one.doses.size(); ++i)
+      EXPECT_EQ(many.doses[i], one.doses[i]) << "scenario " << i << " (" << scenarios[i].name << "), " << workers
+                                             << " workers";
+    EXPECT_EQ(many.result.seconds.size(), scenarios.size());
+    EXPECT_EQ(many.result.timings.size(), scenarios.size());
+    EXPECT_EQ(many.result.devices, std::vector<int>(scenarios.size(), -1));  // the CPU backend
+    ASSERT_EQ(many.result.worker_indices.size(), scenarios.size());
+    for (int w : many.result.worker_indices) EXPECT_TRUE(w >= 0 && w < workers) << w;
+  }
+}
+
+TEST(RobustWorkers, MoreWorkersThanScenariosStartOnePerScenario) {
+  const std::vector<pe::RobustScenario> scenarios{{"nominal", {0, 0, 0}, 1.0}, {"+x", {4, 0, 0}, 1.0}};
+  const Delivered d = run_with_workers(scenarios, 5, 1);
+  EXPECT_EQ(d.result.workers, 2);
+  EXPECT_EQ(d.order, (std::vector<std::size_t>{0, 1}));
+}
+
+TEST(RobustWorkers, AnExceptionOfOnScenarioPropagatesWithItsMessage) {
+  const std::vector<pe::RobustScenario> scenarios = fifteen_scenarios();
+  for (int workers : {1, 2, 3}) {
+    pe::RobustOptions o;
+    o.engine = fast_engine();
+    o.engine.threads = 1;
+    o.workers = workers;
+    std::vector<std::size_t> order;
+    const std::string msg = message_without_hanging<std::runtime_error>([&] {
+      pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(),
+                     batch_test::tiny_plan(100), scenarios, o, [&](std::size_t i, const protondose::Volume<float>&) {
+                       order.push_back(i);
+                       if (i == 4) throw std::runtime_error("the caller gives up at scenario 4");
+                     });
+    });
+    EXPECT_EQ(msg, "the caller gives up at scenario 4") << workers << " workers";
+    EXPECT_EQ(order, (std::vector<std::size_t>{0, 1, 2, 3, 4})) << workers << " workers";
+  }
+}
+
+TEST(RobustWorkers, AScenarioTheEngineRejectsPropagatesAsItsTypedError) {
+  // A setup "shift" of 1 m moves the isocentre off the CT: no ray of the beam
+  // meets the patient, which the engine refuses (InputError).
+  std::vector<pe::RobustScenario> scenarios = fifteen_scenarios();
+  const std::size_t failing = 6;
+  scenarios[failing] = {"off_the_ct", {1000, 0, 0}, 1.0};
+  for (int workers : {1, 2, 3}) {
+    pe::RobustOptions o;
+    o.engine = fast_engine();
+    o.engine.threads = 1;
+    o.workers = workers;
+    std::vector<std::size_t> order;
+    const std::string msg = message_without_hanging<protondose::InputError>([&] {
+      pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(),
+                     batch_test::tiny_plan(100), scenarios, o,
+                     [&](std::size_t i, const protondose::Volume<float>&) { order.push_back(i); });
+    });
+    EXPECT_NE(msg.find("no ray of the beam's field meets the patient"), std::string::npos) << workers << ": " << msg;
+    // Whatever was delivered before the failure is a prefix in order, never the failed scenario or beyond.
+    ASSERT_LE(order.size(), failing) << workers << " workers";
+    for (std::size_t k = 0; k < order.size(); ++k) EXPECT_EQ(order[k], k) << workers << " workers";
+  }
+}
+
+TEST(RobustWorkers, OptionsAreValidatedWithTheOptionNamed) {
+  const auto run = [](const pe::RobustOptions& o) {
+    pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(), batch_test::tiny_plan(100),
+                   {{"nominal", {0, 0, 0}, 1.0}}, o);
+  };
+  pe::RobustOptions zero;
+  zero.engine = fast_engine();
+  zero.workers = 0;
+  std::string msg = message_of<protondose::ConfigError>([&] { run(zero); });
+  EXPECT_NE(msg.find("--workers 0: need at least 1"), std::string::npos) << msg;
+
+  pe::RobustOptions cpu_with_gpus;
+  cpu_with_gpus.engine = fast_engine();
+  cpu_with_gpus.gpu_devices = {0};
+  msg = message_of<protondose::ConfigError>([&] { run(cpu_with_gpus); });
+  EXPECT_NE(msg.find("--gpus"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cpu backend"), std::string::npos) << msg;
+
+  // Checked before any engine (or GPU) is created, so it holds in a CPU-only build too.
+  pe::RobustOptions negative;
+  negative.engine = fast_engine();
+  negative.engine.backend = pe::Backend::kGpu;
+  negative.gpu_devices = {0, -1};
+  msg = message_of<protondose::ConfigError>([&] { run(negative); });
+  EXPECT_NE(msg.find("--gpus: device index -1 is negative"), std::string::npos) << msg;
 }

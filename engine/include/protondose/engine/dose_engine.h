@@ -142,9 +142,11 @@ struct StageTimings {
 
 /// A CT converted for one engine: RSP and mass density on the CT grid and on
 /// the output grid, and the scattering-length table of its density range.
-/// Reusable across compute() calls of the engine that prepared it; on a GPU
-/// backend the engine keeps the volumes of the CT it used last on the device,
-/// so a run of plans (scenarios, batch jobs) on one prepared CT uploads it once.
+/// Reusable across compute() calls of the engine that prepared it, and of
+/// engines that would prepare it identically (DoseEngine::compute); immutable
+/// once prepared. On a GPU backend each engine keeps the volumes of the CTs it
+/// used last on its device, so a run of plans (scenarios, batch jobs) on one
+/// prepared CT uploads it once per engine.
 struct PreparedCt {
   Grid3 ct_grid;
   std::string patient_position;
@@ -219,7 +221,11 @@ class DoseEngine {
   /// NumericalError when the result has NaN/Inf/negative dose or violates the
   /// energy balance.
   DoseResult compute(const CtImage& ct, const IonPlan& plan) const;
-  /// The same on a CT prepared by this engine (prepare()).
+  /// The same on a CT prepared by this engine (prepare()), or by another engine
+  /// with the same HU curve, output_spacing_mm, hu_policy and scattering_model
+  /// (all that prepare() reads besides threads): the PreparedCt is only read,
+  /// and each engine's executor keeps its own device copy keyed by
+  /// PreparedCt::id, so several engines may compute on one PreparedCt at once.
   DoseResult compute(const PreparedCt& ct, const IonPlan& plan) const;
   /// Converts a CT for this engine (HU curve, output grid, scattering lengths).
   /// rsp_scale multiplies every relative stopping power (a range-uncertainty

@@ -37,7 +37,21 @@ std::vector<RobustScenario> standard_scenarios(double setup_mm = 3.0, double ran
 std::vector<RobustScenario> load_scenarios_csv(const std::string& path);
 
 struct RobustOptions {
-  DoseEngineOptions engine;  ///< shared by every scenario (backend, grid, ...)
+  /// Shared by every scenario (backend, grid, ...). With several workers each
+  /// gets a copy with its own gpu_device and, on the CPU backend when threads
+  /// is 0, threads = max(1, cores / workers).
+  DoseEngineOptions engine;
+  /// Scenario workers computing in parallel (≥ 1), each a thread with its own
+  /// DoseEngine; at most one per scenario is started.
+  int workers = 1;
+  /// GPU backends: worker w runs on gpu_devices[w mod size] (each ≥ 0); empty:
+  /// every worker on engine.gpu_device. Must be empty on the CPU backend.
+  std::vector<int> gpu_devices;
+
+  /// Throws ConfigError naming the option (--workers, --gpus) when workers < 1,
+  /// gpu_devices is given with the CPU backend or holds a negative index, and
+  /// the engine options' own ConfigError.
+  void validate() const;
 };
 
 /// Doses over the scenarios (plan dose: all fractions, Gy).
@@ -46,15 +60,32 @@ struct RobustResult {
   Volume<float> nominal_gy;  ///< scenarios[0]
   Volume<float> min_gy;      ///< voxel-wise minimum over all scenarios
   Volume<float> max_gy;      ///< voxel-wise maximum over all scenarios
-  std::vector<double> seconds;  ///< compute time of each scenario (CT preparation included)
+  /// Compute time of each scenario on its worker (CT preparation, or waiting
+  /// for another worker preparing the same rsp_scale, included).
+  std::vector<double> seconds;
   std::vector<StageTimings> timings;  ///< the engine's stage timings of each scenario
+  std::vector<int> devices;  ///< CUDA device of the worker that computed each scenario; −1 on the CPU backend
+  std::vector<int> worker_indices;  ///< the worker (0 .. workers − 1) that computed each scenario
+  int workers = 1;           ///< workers started: min(options.workers, scenario count)
   double total_s = 0;
 };
 
-/// Computes every scenario (one warm engine; the CT prepared once per
-/// distinct rsp_scale, RSP scaled as DoseEngine::prepare does) and calls on_scenario(index, plan dose) after each, in order.
-/// scenarios[0] must be the nominal (zero shift, scale 1: ConfigError
-/// otherwise). The engine's exceptions propagate.
+/// Computes every scenario and calls on_scenario(index, plan dose) for each.
+/// The CT is prepared once per distinct rsp_scale (RSP scaled as
+/// DoseEngine::prepare does) and shared by every worker; each worker keeps its
+/// own warm engine. With options.workers > 1 the scenarios are handed out one
+/// at a time to whichever worker is free.
+///
+/// Order: on_scenario and the min/max update run on the calling thread, in
+/// scenario order 0, 1, 2, ..., once each, whatever order the workers finish
+/// in; at most 2 × workers finished doses wait for their turn (a worker does
+/// not start a scenario further ahead).
+///
+/// Errors: scenarios[0] must be the nominal (zero shift, scale 1: ConfigError
+/// otherwise); options.validate()'s ConfigError. The first exception of a
+/// worker's engine or of on_scenario stops the workers from starting further
+/// scenarios, no further scenario is delivered, and it is rethrown, with its
+/// type, once every worker has finished the scenario it was computing.
 RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurve& hu_curve, const CtImage& ct,
                         const IonPlan& plan, const std::vector<RobustScenario>& scenarios,
                         const RobustOptions& options,
