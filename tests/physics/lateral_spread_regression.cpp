@@ -111,13 +111,67 @@ struct EnergyResult {
 // ⊕ Fermi–Eyges MCS), or — with a halo model — the core σ that the MC's own
 // analysis would fit to the model's whole profile, core + nuclear halo
 // (lateral_profile.h: a Gaussian least-squares fitted within ±2.5σ, iterated).
+// Candidate variants of the Fermi–Rossi scattering power, tried for the
+// record (docs/validation/lateral-spread.md) and not offered by scattering.h:
+// each multiplies the kFermiRossiHighland A2(z) by a factor.
+enum class FermiRossiVariant {
+  kNone,
+  // Rossi & Greisen, Rev Mod Phys 13:240 (1941): E_s = 21.2 MeV for the space
+  // angle, 21.2/√2 = 15.0 MeV projected: factor (15.0/14.1)².
+  kRossiGreisenEs15,
+  // Highland, NIM 129:497 (1975), with his logarithmic term evaluated over the
+  // whole path to the depth z, as in the generalised Highland formula for thick
+  // targets (Gottschalk et al., NIM B 74:467, 1993): factor (1 + lg(z/X0)/9)².
+  kHighlandLogOverWholePath,
+  // Lynch & Dahl, NIM B 58:6 (1991) (the PDG form): 13.6 MeV and
+  // 1 + 0.038 ln(z/(X0 β²)) over the whole path, β at the surface:
+  // factor (13.6/14.1)² (1 + 0.038 ln(z/(X0 β²)))².
+  kLynchDahlLogOverWholePath,
+  // MCsquare's own multiple scattering (its source, e0404/MCsquare:
+  // compute_EM_interaction.h CONST_MS_Fippel = 18.3 MeV, "tuned by Sheng Huang
+  // at UPenn"; compute_hadron.c samples it as a Gaussian polar angle with a
+  // uniform azimuth, so the projected width is θ0/√2): E_s = 18.3/√2 = 12.94 MeV
+  // projected, factor (12.94/14.1)², assuming MCsquare's water X0 is 36.08 g/cm².
+  // An emulation of the reference code, not a model to adopt.
+  kMcsquareGaussianEs,
+};
+
+const char* fermi_rossi_variant_name(FermiRossiVariant v) {
+  switch (v) {
+    case FermiRossiVariant::kNone: return "";
+    case FermiRossiVariant::kRossiGreisenEs15: return "-rossi-greisen-15.0";
+    case FermiRossiVariant::kHighlandLogOverWholePath: return "-highland-log-whole-path";
+    case FermiRossiVariant::kLynchDahlLogOverWholePath: return "-lynch-dahl-log-whole-path";
+    case FermiRossiVariant::kMcsquareGaussianEs: return "-mcsquare-12.94";
+  }
+  return "-unknown";
+}
+
+double fermi_rossi_variant_factor(FermiRossiVariant v, double depth_mm, double surface_energy_mev) {
+  constexpr double kHighlandEsMev = 14.1;
+  const double thickness_x0 = std::max(depth_mm, 0.5) / 10.0 / kWaterRadiationLengthGCm2;  // ρ = 1 g/cm³
+  switch (v) {
+    case FermiRossiVariant::kNone: return 1.0;
+    case FermiRossiVariant::kRossiGreisenEs15: return std::pow(15.0 / kHighlandEsMev, 2);
+    case FermiRossiVariant::kHighlandLogOverWholePath: return std::pow(1.0 + std::log10(thickness_x0) / 9.0, 2);
+    case FermiRossiVariant::kLynchDahlLogOverWholePath: {
+      const double m = kScatteringProtonRestEnergyMev, e = surface_energy_mev;
+      const double beta2 = e * (e + 2.0 * m) / ((e + m) * (e + m));
+      return std::pow(13.6 / kHighlandEsMev, 2) * std::pow(1.0 + 0.038 * std::log(thickness_x0 / beta2), 2);
+    }
+    case FermiRossiVariant::kMcsquareGaussianEs: return std::pow(18.3 / std::sqrt(2.0) / kHighlandEsMev, 2);
+  }
+  return 1.0;
+}
+
 struct LateralModel {
   ScatteringPowerModel scattering = ScatteringPowerModel::kFermiRossiHighland;
+  FermiRossiVariant variant = FermiRossiVariant::kNone;  // only with kFermiRossiHighland
   std::optional<HaloModel> halo;
   CoreFitWeighting weighting = CoreFitWeighting::kUniform;
 
   std::string name() const {
-    std::string n = scattering_power_model_name(scattering);
+    std::string n = std::string(scattering_power_model_name(scattering)) + fermi_rossi_variant_name(variant);
     if (halo) n += std::string("+") + halo_model_name(*halo) + "-fitted-" + core_fit_weighting_name(weighting);
     return n;
   }
@@ -147,7 +201,8 @@ EnergyResult compare_energy(int nominal_energy_mev, const LateralModel& model, s
       z += kStepMm;
     }
     EXPECT_NEAR(z, ref.depth_mm, 1e-9) << "reference depths are on the 0.5 mm grid";
-    const double mcs2 = moments.a2_mm2;
+    const double mcs2 =
+        moments.a2_mm2 * fermi_rossi_variant_factor(model.variant, ref.depth_mm, surface_energy_mev);
     for (const auto& [axis, emittance, mc] : {std::tuple<char, AxisEmittance, double>{'x', spot.x, ref.sigma_x_mm},
                                                {'y', spot.y, ref.sigma_y_mm}}) {
       const double air = sigma_in_air_mm(emittance, kNozzleToIsocentreMm + ref.depth_mm);
@@ -174,7 +229,8 @@ EnergyResult compare_energy(int nominal_energy_mev, const LateralModel& model, s
     }
     ++result.rows;
   }
-  result.sigma_mcs_last_mm = moments.sigma_mm();
+  result.sigma_mcs_last_mm =
+      moments.sigma_mm() * std::sqrt(fermi_rossi_variant_factor(model.variant, z, surface_energy_mev));
   return result;
 }
 
@@ -298,6 +354,36 @@ TEST(LateralSpreadRegression, OtherCoreAndHaloPairsFittedLikeTheMonteCarloMissAt
     ASSERT_EQ(results.back().energy_mev, 230);
     EXPECT_GT(results.back().worst_ratio, 1.0) << model.name() << " now meets the requirement at 230 MeV";
   }
+}
+
+// Other published forms of the scattering power, the core alone: none meets
+// the requirement at 230 MeV. Rossi–Greisen's 15.0 MeV helps at mid-depth and
+// overshoots at the Bragg peak; Highland's and Lynch–Dahl's logarithmic terms
+// over the whole path make the core narrower at mid-depth, where the MC is
+// already wider (docs/validation/lateral-spread.md, candidates table).
+TEST(LateralSpreadRegression, OtherScatteringPowerFormsMissAt230MeV) {
+  for (FermiRossiVariant variant : {FermiRossiVariant::kRossiGreisenEs15, FermiRossiVariant::kHighlandLogOverWholePath,
+                                    FermiRossiVariant::kLynchDahlLogOverWholePath}) {
+    LateralModel model;
+    model.variant = variant;
+    const std::vector<EnergyResult> results = run_model(model);
+    ASSERT_EQ(results.back().energy_mev, 230);
+    EXPECT_GT(results.back().worst_ratio, 1.0) << model.name() << " now meets the requirement at 230 MeV";
+  }
+}
+
+// Cross-check of the explanation: the reference code's own Gaussian multiple
+// scattering (E_s = 12.94 MeV projected; see FermiRossiVariant) with the Soukup
+// nuclear component, fitted like the MC, also meets the requirement at every
+// energy; its core alone does not above 100 MeV. So the MC core σ is its
+// multiple scattering plus the nuclear component inside the fit window.
+TEST(LateralSpreadRegression, ReferenceCodesOwnScatteringWithSoukupHaloFittedLikeTheMonteCarlo) {
+  LateralModel model;
+  model.variant = FermiRossiVariant::kMcsquareGaussianEs;
+  const std::vector<EnergyResult> alone = run_model(model);
+  EXPECT_GT(alone.back().worst_ratio, 1.0);
+  model.halo = HaloModel::kSoukup2005;
+  for (const EnergyResult& r : run_model(model)) EXPECT_LE(r.worst_ratio, 1.0) << r.energy_mev << " MeV";
 }
 
 }  // namespace
