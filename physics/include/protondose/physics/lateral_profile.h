@@ -21,7 +21,7 @@
 /// & Jena, Front Oncol 5:281, 2015; nuclear_halo.h) at water-equivalent depth w:
 ///   (1 − W(w)) · G(σ_core) + W(w) · G(σ_halo(w, σ_core)),
 /// G a normalised centred Gaussian, W the halo's share of the energy deposited
-/// at w (spot_lateral_profile()).
+/// at w (spot_lateral_profile()). Model page: docs/physics/lateral-profile.md.
 
 #include <vector>
 
