@@ -39,7 +39,7 @@ void DeviceSuperposer::superpose_device(const SuperpositionInput&, float*) {
 }
 SuperpositionMethod DeviceSuperposer::method() const { return SuperpositionMethod::kCpuReference; }
 DeviceSuperposer::Split DeviceSuperposer::last_split() const { return {}; }
-float* DeviceSuperposer::allocate_device_floats(std::size_t) { throw_built_without_cuda("device memory"); }
+float* DeviceSuperposer::allocate_device_floats(std::size_t, int) { throw_built_without_cuda("device memory"); }
 void DeviceSuperposer::free_device(void*) {}
 void DeviceSuperposer::copy_to_device(float*, const float*, std::size_t) {
   throw_built_without_cuda("device memory");

@@ -192,7 +192,8 @@ SuperpositionMethod DeviceSuperposer::method() const { return impl_->method; }
 
 DeviceSuperposer::Split DeviceSuperposer::last_split() const { return impl_->last_split; }
 
-float* DeviceSuperposer::allocate_device_floats(std::size_t count) {
+float* DeviceSuperposer::allocate_device_floats(std::size_t count, int device) {
+  use_device(device, "allocate_device_floats");
   float* d = nullptr;
   PD_CUDA_CHECK(cudaMalloc(&d, count * sizeof(float)));
   return d;

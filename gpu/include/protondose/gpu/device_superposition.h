@@ -71,7 +71,10 @@ class DeviceSuperposer {
   Split last_split() const;
 
   /// Device memory helpers for callers without CUDA headers (tests, engine).
-  static float* allocate_device_floats(std::size_t count);
+  /// Allocates on CUDA device `device` (and makes it the calling thread's
+  /// current device): memory of another device than the superposer's would be
+  /// an illegal address for its kernels.
+  static float* allocate_device_floats(std::size_t count, int device = 0);
   static void free_device(void* d_pointer);
   static void copy_to_device(float* d_destination, const float* h_source, std::size_t count);
   static void copy_to_host(float* h_destination, const float* d_source, std::size_t count);
