@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <new>
 #include <sstream>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
 #include "protondose/engine/dose_engine.h"
+#include "protondose/gpu/device_superposition.h"
 #include "protondose/engine/registration.h"
 #include "protondose/physics/beam_model.h"
 
@@ -661,6 +663,42 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
     return c;
   };
 
+  // The CT converted once per (CT, engine configuration) for every worker: a
+  // PreparedCt depends only on the CT, the HU curve and options every worker's
+  // engine shares (DoseEngine::prepare), and each GPU executor keeps its own
+  // device copy. The first worker to need one prepares it; the others wait.
+  // One entry per configuration: the latest CT (a batch usually runs through
+  // the jobs of one CT, then the next).
+  struct SharedPreparation {
+    std::shared_ptr<const CtImage> ct;
+    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
+  };
+  std::mutex preparation_mutex;
+  std::map<std::string, SharedPreparation> preparations;
+  auto prepared_for = [&](const std::string& key, const DoseEngine& engine, const std::shared_ptr<const CtImage>& ct) {
+    std::promise<std::shared_ptr<const PreparedCt>> promise;
+    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
+    bool mine = false;
+    {
+      std::lock_guard<std::mutex> lock(preparation_mutex);
+      SharedPreparation& entry = preparations[key];
+      if (entry.ct != ct) {
+        entry.ct = ct;
+        entry.prepared = promise.get_future().share();
+        mine = true;
+      }
+      prepared = entry.prepared;
+    }
+    if (mine) {
+      try {
+        promise.set_value(engine.prepare(*ct));
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+      }
+    }
+    return prepared.get();
+  };
+
   Channel<std::unique_ptr<WorkItem>> to_compute(options.queue_depth);
   Channel<std::unique_ptr<WorkItem>> to_write(options.queue_depth + static_cast<std::size_t>(options.workers));
   auto stopping = [&] { return options.stop && options.stop->load(); };
@@ -727,6 +765,15 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   std::vector<std::thread> workers;
   for (int wi = 0; wi < options.workers; ++wi) {
     workers.emplace_back([&, wi] {
+      if (!options.gpu_devices.empty()) {
+        // Start this worker's GPU (context, kernel attributes) while the reader
+        // reads the first job, rather than inside the first job. A failure here
+        // is left to the first job, which reports it with its id.
+        try {
+          initialize_gpu_device(options.gpu_devices[static_cast<std::size_t>(wi) % options.gpu_devices.size()]);
+        } catch (const std::exception&) {
+        }
+      }
       /// A warm engine of this worker and the last CT it prepared (kept alive by
       /// the shared pointer, so the cached conversion can never outlive it).
       struct WarmEngine {
@@ -779,7 +826,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
               prepared = warm.engine->prepare(*item->plan_frame_ct);
             } else {
               if (warm.ct != item->ct) {
-                warm.prepared = warm.engine->prepare(*item->ct);
+                warm.prepared = prepared_for(key, *warm.engine, item->ct);
                 warm.ct = item->ct;
               }
               prepared = warm.prepared;

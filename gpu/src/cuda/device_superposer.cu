@@ -59,6 +59,12 @@ void use_device(int index, const std::string& what) {
 
 }  // namespace
 
+void initialize_gpu_device(int index) {
+  use_device(index, "initialize_gpu_device");
+  PD_CUDA_CHECK(cudaFree(nullptr));  // creates the context
+  cuda::prepare_tile_kernels();      // loads and configures the tile kernels
+}
+
 std::size_t gpu_free_memory_bytes(int index) {
   use_device(index, "gpu_free_memory_bytes");
   std::size_t free_bytes = 0, total_bytes = 0;

@@ -78,6 +78,10 @@ struct SeparableScratch {
   DeviceBuffer<float> weights;
   DeviceBuffer<int> radii;
 };
+/// Sets the tile kernels' shared-memory carveout on the current device (once
+/// per device; it also loads them, which lazy module loading would otherwise
+/// do at their first launch).
+void prepare_tile_kernels();
 /// Who launches the per-radius grids of the tile scatter.
 enum class BucketLaunch {
   kFromDevice,  ///< a one-block dispatcher kernel (dynamic parallelism): no host round trip

@@ -32,6 +32,12 @@ struct GpuDeviceInfo {
 /// Properties of device `index`; UnavailableError if there is no such device.
 GpuDeviceInfo gpu_device_info(int index = 0);
 
+/// Makes device `index` the calling thread's current device and starts its
+/// CUDA context and the superposition kernels' configuration now, so that a
+/// worker can do it while other work runs rather than inside its first
+/// computation. UnavailableError without CUDA or without that device.
+void initialize_gpu_device(int index);
+
 /// Free memory of CUDA device `index` now (bytes), for sizing work up front;
 /// UnavailableError without CUDA or without that device.
 std::size_t gpu_free_memory_bytes(int index = 0);
