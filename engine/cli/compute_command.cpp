@@ -202,6 +202,8 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
                           {"spots", b.spots},
                           {"bev_size_cols_rows_slices", b.bev_size},
                           {"superposition_pixels", b.bev_pixels},
+                          {"stack_slices", b.stack_slices},
+                          {"separable_slices", b.separable_slices},
                           {"energy_relative_difference", b.energy.relative_difference()}});
   }
   const auto& g = r.dose_gy.grid;

@@ -108,9 +108,11 @@ class BeamExecutor {
                                           std::vector<HostLayerTables>& layers, bool halo) = 0;
 
   /// Superposes the stack and adds each layer's slices into the BEV dose
-  /// (layer i's slice k → BEV slice k).
-  virtual void superpose_stack(const kernels::BevGeometry& grid, std::size_t stack_slices,
-                               const std::vector<HostLayerTables>& layers) = 0;
+  /// (layer i's slice k → BEV slice k). Returns how many of the stack's
+  /// slices ran as separable passes because their σ is uniform (GPU scatter;
+  /// 0 on the CPU oracle, which scatters every slice).
+  virtual std::size_t superpose_stack(const kernels::BevGeometry& grid, std::size_t stack_slices,
+                                      const std::vector<HostLayerTables>& layers) = 0;
 
   /// The nuclear halo of the stack: binning onto the coarse grid (layers
   /// merged per depth, kernels::halo_bin_pixel), superposition, and resampling

@@ -143,8 +143,8 @@ class CpuBeamExecutor final : public BeamExecutor {
     return out;
   }
 
-  void superpose_stack(const BevGeometry& g, std::size_t stack_slices,
-                       const std::vector<HostLayerTables>& layers) override {
+  std::size_t superpose_stack(const BevGeometry& g, std::size_t stack_slices,
+                              const std::vector<HostLayerTables>& layers) override {
     const std::size_t plane = g.plane();
     std::vector<float> out(stack_slices * plane, 0.0f);
     SuperpositionInput in;
@@ -159,6 +159,7 @@ class CpuBeamExecutor final : public BeamExecutor {
         float* dst = bev_.data() + static_cast<std::size_t>(k) * plane;
         for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
       }
+    return 0;
   }
 
   void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,

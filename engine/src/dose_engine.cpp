@@ -528,6 +528,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       exec.begin_beam();
       expected_mev = 0;
       total_stack_slices = 0;
+      bd.separable_slices = 0;  // a widened retry starts over
       bool widen = false;
       result.timings.beam_setup_s += seconds_since(t0);
       for (std::size_t g = 0; g < group_starts.size() && !widen; ++g) {
@@ -619,7 +620,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         expected_mev += images.energy_mev;
 
         // The superposition of the group's whole stack.
-        exec.superpose_stack(geometry, stack_slices, tables);
+        bd.separable_slices += exec.superpose_stack(geometry, stack_slices, tables);
         stage_done(result.timings.superposition_s);
         if (options_.nuclear_halo && images.max_halo_variance_mm2 > 0) {
           // The nuclear halo of a beam: the halo shares of the input pixels are
@@ -658,6 +659,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     }
     bd.energy.expected_mev = expected_mev;
     bd.bev_pixels = total_stack_slices * grid.rays();
+    bd.stack_slices = total_stack_slices;
     bd.bev_size = {grid.cols, grid.rows, grid.slices};
 
     t0 = Clock::now();
@@ -667,9 +669,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     const BeamDoseCheck check = exec.finish_beam(to_water);
     if (check.first_bad_voxel >= 0) throw_bad_dose(og, check.first_bad_voxel, check.bad_value, label);
     bd.energy.deposited_mev = check.dose_times_density * voxel_cm3 / kGyPerMevPerGram;
-    spdlog::info("{}: {} layers, {} spots, BEV {}x{}x{} ({} stack slices); energy carried {:.4g} MeV, in the "
-                 "patient {:.4g} MeV, deposited on the dose grid {:.4g} MeV ({:+.2f} %)",
-                 label, bd.layers, bd.spots, grid.cols, grid.rows, grid.slices, total_stack_slices,
+    spdlog::info("{}: {} layers, {} spots, BEV {}x{}x{} ({} stack slices, {} of them separable); energy carried "
+                 "{:.4g} MeV, in the patient {:.4g} MeV, deposited on the dose grid {:.4g} MeV ({:+.2f} %)",
+                 label, bd.layers, bd.spots, grid.cols, grid.rows, grid.slices, total_stack_slices, bd.separable_slices,
                  bd.energy.carried_mev, bd.energy.expected_mev, bd.energy.deposited_mev,
                  100 * bd.energy.relative_difference());
     if (std::abs(bd.energy.relative_difference()) > options_.energy_balance_tolerance) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "protondose/engine/dose_engine.h"
 #include "protondose/physics/beam_model.h"
@@ -184,3 +185,53 @@ TEST(EngineBackends, PreparedCtStaysWarmAndGivesTheSameDose) {
   std::printf("warm compute on a prepared CT: %.4f s (first %.4f s)\n", second.timings.total_s, first.timings.total_s);
 }
 TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpuGather); }
+
+// Homogeneous water and a parallel beam: every slice's σ-map is uniform, so the
+// GPU runs the slices as separable passes (SuperpositionOptions::
+// separable_uniform_slices) — the same sum as the CPU oracle's scatter.
+TEST(EngineBackends, UniformSlicesOfAWaterPhantomRunSeparableAndMatchTheCpuBackend) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  protondose::CtImage ct;
+  Grid3 g;
+  g.size = {60, 80, 60};
+  g.spacing_mm = {2, 2, 2};
+  g.origin_mm = {-59, -79, -59};
+  ct.hu = Volume<float>(g, 0.0f);  // water everywhere
+  ct.patient_position = "HFS";
+  protondose::IonPlan plan;
+  plan.label = "water, parallel beam";
+  protondose::IonBeam b;
+  b.number = 1;
+  b.machine_name = "DCPT_ProBeam_v5";
+  b.gantry_angle_deg = 0;
+  b.vsad_x_mm = b.vsad_y_mm = std::numeric_limits<double>::infinity();  // parallel: every ray sees the same water
+  for (double e : {110.0, 125.0, 140.0}) {
+    protondose::EnergyLayer layer;
+    layer.nominal_energy_mev = e;
+    for (int y = -15; y <= 15; y += 5)
+      for (int x = -15; x <= 15; x += 5) layer.spots.push_back({double(x), double(y), 0.02});
+    b.layers.push_back(layer);
+  }
+  plan.beams.push_back(b);
+  auto run = [&](pe::Backend backend) {
+    pe::DoseEngineOptions o;
+    o.backend = backend;
+    o.ray_pitch_mm = 2;
+    o.depth_step_mm = 2;
+    return pe::DoseEngine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                          protondose::physics::default_hu_curve(), o)
+        .compute(ct, plan);
+  };
+  const pe::DoseResult cpu = run(pe::Backend::kCpu);
+  const pe::DoseResult gpu = run(pe::Backend::kGpu);
+  ASSERT_EQ(gpu.beams.size(), 1u);
+  std::printf("water, parallel beam: %zu of %zu stack slices separable\n", gpu.beams[0].separable_slices,
+              gpu.beams[0].stack_slices);
+  EXPECT_GT(gpu.beams[0].separable_slices, gpu.beams[0].stack_slices / 2) << "the uniform slices were not split off";
+  EXPECT_EQ(cpu.beams[0].separable_slices, 0u);
+  ASSERT_GT(cpu.max_dose_gy, 0.0);
+  const double worst = worst_difference(cpu.dose_gy, gpu.dose_gy);
+  std::printf("water, parallel beam: gpu vs cpu max |dD| = %.3g of Dmax\n", worst / cpu.max_dose_gy);
+  EXPECT_LE(worst, 1e-4 * cpu.max_dose_gy);
+}

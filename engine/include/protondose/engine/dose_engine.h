@@ -186,6 +186,10 @@ struct BeamDose {
   std::size_t layers = 0;
   std::size_t bev_pixels = 0;  ///< pixels of the superposition stack(s)
   std::array<int, 3> bev_size{0, 0, 0};  ///< BEV cols, rows, slices
+  std::size_t stack_slices = 0;      ///< slices of the superposition stack(s), all layers
+  /// Of those, the slices whose σ was uniform and ran as separable passes
+  /// (SuperpositionOptions::separable_uniform_slices; 0 on the CPU backend).
+  std::size_t separable_slices = 0;
 };
 
 struct DoseResult {
