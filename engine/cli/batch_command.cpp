@@ -37,7 +37,7 @@ struct BatchArgs {
   std::string gpus;
   int workers_per_gpu = 1;
   int threads = 0;
-  int writers = 2;
+  int writers = 0;  // 0: 4 per GPU worker, else 2 (see below)
   double ct_cache_mb = 4096;
   bool force = false;
   std::string shard;
@@ -163,7 +163,12 @@ void run_batch_command(const BatchArgs& a, protondose::cli::CliContext& ctx) {
     o.workers = a.workers;
     o.default_backend = a.backend.empty() ? "cpu" : a.backend;
   }
-  o.writers = a.writers;
+  // One warm GPU worker computes a plan03-sized job in ~30 ms and one RT Dose
+  // write (encoding, fsync, checksum) takes ~45 ms: on two H200s 2 writers per
+  // GPU left the workers waiting on a full write queue, 4 did not
+  // (docs/benchmarks-batch.md). CPU workers are seconds per job: 2 writers.
+  if (a.writers < 0) throw protondose::ConfigError("--writers " + std::to_string(a.writers) + ": need at least 1");
+  o.writers = a.writers > 0 ? a.writers : (o.gpu_devices.empty() ? 2 : 4 * o.workers);
   o.records_path = (fs::path(report_dir) / ("records" + shard_suffix(o.shard) + ".jsonl")).string();
   const bool progress = !ctx.quiet && ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
@@ -197,7 +202,8 @@ void add_batch(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_option("--gpus", a->gpus, "GPU workers: all | 0,1 | 0 (device indices)");
   cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Workers sharing each GPU")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Engine threads per worker (default: cores / workers)");
-  cmd->add_option("--writers", a->writers, "Threads writing RT Dose files, comparisons and records")->capture_default_str();
+  cmd->add_option("--writers", a->writers,
+                  "Threads writing RT Dose files, comparisons and records (default: 4 per GPU worker, else 2)");
   cmd->add_option("--ct-cache-mb", a->ct_cache_mb, "Memory budget of the CT cache (MiB)")->capture_default_str();
   cmd->add_flag("--force", a->force, "Recompute jobs whose outputs are up to date");
   cmd->add_option("--shard", a->shard, "Run only shard K/N (jobs whose id hash is K mod N)");
