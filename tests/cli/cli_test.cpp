@@ -107,6 +107,17 @@ TEST_F(Cli, AnUnknownHaloModelIsAConfigErrorNamingTheAcceptedOnes) {
   EXPECT_FALSE(fs::exists(dir / "dose.dcm"));
 }
 
+TEST_F(Cli, AnUnknownScatteringModelIsAConfigErrorNamingTheAcceptedOnes) {
+  const fs::path dir = fresh_dir("scattering_model");
+  const CommandResult r = run("compute --ct '" + (water / "ct").string() + "' --plan '" + (water / "plan.dcm").string() +
+                              "' --machine DCPT_ProBeam_v5 --backend cpu --scattering-model moliere --out '" +
+                              (dir / "dose.dcm").string() + "' 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorCategory::kConfig)) << r.out;
+  EXPECT_NE(r.out.find("fermi-rossi-highland, differential-highland, differential-moliere"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir / "dose.dcm"));
+}
+
 TEST_F(Cli, MalformedGammaCriteriaAreAConfigError) {
   EXPECT_EQ(run("compare '" + (water / "mc_dose.dcm").string() + "' '" + (water / "mc_dose.dcm").string() +
                 "' --gamma 3percent > /dev/null 2>&1")
