@@ -61,9 +61,8 @@ struct LayerWork {
   std::vector<SpotProtons> spots;
   double protons = 0;
   std::optional<double> fwhm_x_mm, fwhm_y_mm;
-  physics::ScatteringOptions scattering;
-  std::optional<physics::NuclearHalo> halo;  ///< for the energy at the patient surface
-  std::vector<double> residual_energy_mev;  ///< at WEPL = i·kEnergyTableStepMm after the shifter
+  /// The energy's tables (residual energy, scattering power, halo, shifter moments).
+  std::shared_ptr<const DoseEngine::LayerPhysics> physics;
   // Filled per BEV grid:
   int slices = 0;  ///< slices [0, slices) of the cropped trace carry this layer
   std::size_t stack_offset = 0;  ///< first stack slice
@@ -228,6 +227,86 @@ const physics::CumulativeDepthDose& DoseEngine::depth_dose(double e) const {
   return it->second;
 }
 
+/// What a layer's nominal energy and its beam's range-shifter WET fix, with
+/// the engine's options, whatever the CT and the spot weights: the tables the
+/// kernels interpolate along each ray (0.5 mm WEPL steps from the patient
+/// surface). Computing them takes ~0.1 µs per entry, i.e. milliseconds per
+/// clinical beam — as long as the GPU's whole ray tracing — so a warm engine
+/// computes them once.
+struct DoseEngine::LayerPhysics {
+  double mean_energy_mev = 0;
+  const physics::CumulativeDepthDose* curve = nullptr;  ///< owned by depth_dose_cache_ (never evicted)
+  double carried_per_proton_mev = 0;  ///< the curve's total less the CIDD used up in the shifter
+  double cutoff_wepl_mm = 0;          ///< WEPL in the patient where the pencils stop; ≤ 0: in the shifter
+  std::vector<double> residual_energy_mev;  ///< at WEPL i·kEnergyTableStepMm after the shifter
+  std::vector<double> scattering_factor;    ///< scattering power per unit ρ/X at those energies
+  bool has_halo = false;
+  double halo_max_wepl_mm = 0;
+  bool halo_sigma_is_added = false;  ///< Soukup: σ_N added to each pixel's core; else the total width
+  std::vector<double> halo_weight, halo_sigma_mm;
+  physics::FermiEygesMoments shifter_exit{};  ///< at the shifters' downstream face (WET > 0 only)
+};
+
+std::shared_ptr<const DoseEngine::LayerPhysics> DoseEngine::layer_physics(double nominal_energy_mev,
+                                                                          double shifter_wet_mm) const {
+  const std::pair<double, double> key{nominal_energy_mev, shifter_wet_mm};
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = layer_physics_cache_.find(key);
+    if (it != layer_physics_cache_.end()) return it->second;
+  }
+  auto P = std::make_shared<LayerPhysics>();
+  P->mean_energy_mev = machine_.mean_energy_mev(nominal_energy_mev);
+  P->curve = &depth_dose(nominal_energy_mev);
+  P->carried_per_proton_mev = P->curve->total_energy_mev() - P->curve->cidd_mev(shifter_wet_mm);
+  P->cutoff_wepl_mm = std::min(options_.range_cutoff_factor * P->curve->r80_mm(), P->curve->end_depth_mm()) -
+                      shifter_wet_mm;
+  if (P->cutoff_wepl_mm > 0) {
+    const double e_after_shifter = physics::residual_energy_mev(P->mean_energy_mev, shifter_wet_mm);
+    const physics::ScatteringOptions scattering = physics::ScatteringOptions::make(options_.scattering_model, e_after_shifter);
+    const int n_table = static_cast<int>(std::ceil((P->cutoff_wepl_mm + 20.0) / kEnergyTableStepMm)) + 2;
+    P->residual_energy_mev.resize(static_cast<std::size_t>(n_table));
+    P->scattering_factor.resize(static_cast<std::size_t>(n_table));
+    for (std::size_t i = 0; i < P->residual_energy_mev.size(); ++i) {
+      P->residual_energy_mev[i] =
+          physics::residual_energy_mev(P->mean_energy_mev, shifter_wet_mm + static_cast<double>(i) * kEnergyTableStepMm);
+      // Fermi–Rossi / Highland or Gottschalk's differential forms
+      // (physics/scattering.h); past the end of range the energy is held at
+      // kMinScatteringEnergyMev, where the kernels stop advancing the moments.
+      P->scattering_factor[i] = physics::scattering_power_rad2_per_mm(
+          std::max(P->residual_energy_mev[i], kMinScatteringEnergyMev), 1.0, 1.0, scattering, 1.0);
+    }
+    if (options_.nuclear_halo) {
+      const physics::NuclearHalo halo(e_after_shifter, options_.halo_model);
+      P->has_halo = true;
+      P->halo_max_wepl_mm = 0.999 * physics::NuclearHalo::kMaxDepthOverRange * halo.csda_range_mm();
+      P->halo_sigma_is_added = halo.model() == physics::HaloModel::kSoukup2005;
+      P->halo_weight.resize(P->residual_energy_mev.size());
+      P->halo_sigma_mm.resize(P->residual_energy_mev.size());
+      for (std::size_t i = 0; i < P->residual_energy_mev.size(); ++i) {
+        const double w = std::min(static_cast<double>(i) * kEnergyTableStepMm, P->halo_max_wepl_mm);
+        P->halo_weight[i] = halo.weight_fraction(w);
+        P->halo_sigma_mm[i] = P->halo_sigma_is_added ? halo.added_sigma_mm(w) : halo.sigma_mm(w);
+      }
+    }
+    if (shifter_wet_mm > 0) {
+      // The shifters as one PMMA slab of their summed WET (DICOM states no
+      // material; PMMA is the DCPT/MCsquare RS_3CM); its exit moments drift
+      // to each depth along the ray.
+      physics::RangeShifter rs;
+      rs.id = "range shifter";
+      rs.water_equivalent_thickness_mm = shifter_wet_mm;
+      rs.material = physics::pmma_range_shifter_material();
+      P->shifter_exit = physics::range_shifter_exit_moments(
+          rs, P->mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, P->mean_energy_mev));
+    }
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  constexpr std::size_t kMaxLayerPhysics = 1024;  // a machine has ~100 energies; many shifters are rare
+  if (layer_physics_cache_.size() >= kMaxLayerPhysics) layer_physics_cache_.clear();
+  return layer_physics_cache_.emplace(key, std::move(P)).first->second;
+}
+
 namespace {
 
 std::atomic<std::uint64_t> next_prepared_ct_id{1};
@@ -381,8 +460,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       LayerWork L;
       L.layer = &layer;
       L.nominal_energy_mev = layer.nominal_energy_mev;
-      L.mean_energy_mev = machine_.mean_energy_mev(layer.nominal_energy_mev);
-      L.curve = &depth_dose(layer.nominal_energy_mev);
+      L.physics = layer_physics(layer.nominal_energy_mev, shifter_wet_mm);
+      L.mean_energy_mev = L.physics->mean_energy_mev;
+      L.curve = L.physics->curve;
       L.shifter_wet_mm = shifter_wet_mm;
       L.fwhm_x_mm = layer.spot_fwhm_x_mm;
       L.fwhm_y_mm = layer.spot_fwhm_y_mm;
@@ -400,24 +480,14 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       if (L.spots.empty()) continue;
       validate_spots(L.spots, label.c_str());
       bd.spots += L.spots.size();
-      bd.energy.carried_mev +=
-          L.protons * (L.curve->total_energy_mev() - L.curve->cidd_mev(shifter_wet_mm));
+      bd.energy.carried_mev += L.protons * L.physics->carried_per_proton_mev;
       // WEPL in the patient at which the pencils stop.
-      L.cutoff_wepl_mm = std::min(options_.range_cutoff_factor * L.curve->r80_mm(), L.curve->end_depth_mm()) -
-                         shifter_wet_mm;
+      L.cutoff_wepl_mm = L.physics->cutoff_wepl_mm;
       if (L.cutoff_wepl_mm <= 0) {
         spdlog::warn("{}: layer {:.2f} MeV stops in the range shifter (R80 {:.1f} mm, WET {:.1f} mm)", label,
                      L.nominal_energy_mev, L.curve->r80_mm(), shifter_wet_mm);
         continue;
       }
-      const double e_after_shifter = physics::residual_energy_mev(L.mean_energy_mev, shifter_wet_mm);
-      L.scattering = physics::ScatteringOptions::make(options_.scattering_model, e_after_shifter);
-      if (options_.nuclear_halo) L.halo.emplace(e_after_shifter, options_.halo_model);
-      const int n_table = static_cast<int>(std::ceil((L.cutoff_wepl_mm + 20.0) / kEnergyTableStepMm)) + 2;
-      L.residual_energy_mev.resize(static_cast<std::size_t>(n_table));
-      for (int i = 0; i < n_table; ++i)
-        L.residual_energy_mev[static_cast<std::size_t>(i)] =
-            physics::residual_energy_mev(L.mean_energy_mev, shifter_wet_mm + i * kEnergyTableStepMm);
       max_cutoff_mm = std::max(max_cutoff_mm, L.cutoff_wepl_mm);
       layers.push_back(std::move(L));
     }
@@ -547,28 +617,15 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
           t.curve_cidd = &L.curve->cidd_nodes_mev();
           t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
-          t.energy_mev = L.residual_energy_mev;
-          // Scattering power per unit ρ/X at each node's energy (Fermi–Rossi /
-          // Highland or Gottschalk's differential forms, physics/scattering.h);
-          // past the end of range the energy is held at kMinScatteringEnergyMev,
-          // where the kernels stop advancing the moments anyway.
-          t.scattering_factor.resize(t.energy_mev.size());
-          for (std::size_t i = 0; i < t.energy_mev.size(); ++i)
-            t.scattering_factor[i] = physics::scattering_power_rad2_per_mm(
-                std::max(t.energy_mev[i], kMinScatteringEnergyMev), 1.0, 1.0, L.scattering, 1.0);
+          const DoseEngine::LayerPhysics& P = *L.physics;
+          t.energy_mev = P.residual_energy_mev;
+          t.scattering_factor = P.scattering_factor;
           kernels::LayerTables& sc = t.scalars;
-          if (L.halo) {
-            sc.halo_max_wepl_mm = 0.999 * physics::NuclearHalo::kMaxDepthOverRange * L.halo->csda_range_mm();
-            t.halo_weight.resize(t.energy_mev.size());
-            t.halo_sigma_mm.resize(t.energy_mev.size());
-            // Soukup: the table holds σ_N, added in quadrature to each pixel's
-            // own core width in the kernel; the fitted model: its total width.
-            sc.halo_sigma_is_added = L.halo->model() == physics::HaloModel::kSoukup2005;
-            for (std::size_t i = 0; i < t.energy_mev.size(); ++i) {
-              const double w = std::min(static_cast<double>(i) * kEnergyTableStepMm, sc.halo_max_wepl_mm);
-              t.halo_weight[i] = L.halo->weight_fraction(w);
-              t.halo_sigma_mm[i] = sc.halo_sigma_is_added ? L.halo->added_sigma_mm(w) : L.halo->sigma_mm(w);
-            }
+          if (P.has_halo) {
+            sc.halo_max_wepl_mm = P.halo_max_wepl_mm;
+            sc.halo_sigma_is_added = P.halo_sigma_is_added;
+            t.halo_weight = P.halo_weight;
+            t.halo_sigma_mm = P.halo_sigma_mm;
           }
           t.air_sigma_x_mm = L.air_sigma_x_mm;
           t.air_sigma_y_mm = L.air_sigma_y_mm;
@@ -578,19 +635,10 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           sc.shifter_wet_mm = L.shifter_wet_mm;
           sc.cutoff_wepl_mm = L.cutoff_wepl_mm;
           if (shifter_wet_mm > 0) {
-            // The shifters as one PMMA slab of their summed WET (DICOM states no
-            // material; PMMA is the DCPT/MCsquare RS_3CM), its exit moments drift
-            // to each depth along the ray.
-            physics::RangeShifter rs;
-            rs.id = "range shifter of " + label;
-            rs.water_equivalent_thickness_mm = shifter_wet_mm;
-            rs.material = physics::pmma_range_shifter_material();
-            const physics::FermiEygesMoments m = physics::range_shifter_exit_moments(
-                rs, L.mean_energy_mev, physics::ScatteringOptions::make(options_.scattering_model, L.mean_energy_mev));
             sc.has_shifter = true;
-            sc.shifter_a0_rad2 = m.a0_rad2;
-            sc.shifter_a1_rad_mm = m.a1_rad_mm;
-            sc.shifter_a2_mm2 = m.a2_mm2;
+            sc.shifter_a0_rad2 = P.shifter_exit.a0_rad2;
+            sc.shifter_a1_rad_mm = P.shifter_exit.a1_rad_mm;
+            sc.shifter_a2_mm2 = P.shifter_exit.a2_mm2;
             sc.shifter_drift_depth_mm = grid_start_depth_mm - shifter_depth_mm;
           }
           sc.slices = L.slices;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "protondose/core/error.h"
@@ -470,4 +471,38 @@ TEST(DoseEngine, BeamWithoutMetersetAddsNothingAndAPlanWithoutAnyIsRejected) {
   } catch (const protondose::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("no beam has a spot with positive meterset"), std::string::npos) << e.what();
   }
+}
+
+// The per-energy tables (residual energy, scattering power, halo, range-shifter
+// moments) are cached by the engine: a warm engine's second computation of a
+// plan, and a plan that mixes shifted and unshifted beams of the same
+// energies, give bitwise the dose of a fresh engine.
+TEST(DoseEngine, CachedLayerTablesGiveBitwiseTheDoseOfAFreshEngine) {
+  const CtImage ct = water_cube_ct(58);
+  IonPlan plan = small_plan(0);
+  plan.beams[0].layers[0].nominal_energy_mev = 140;
+  IonPlan shifted = plan;
+  protondose::RangeShifter rs;
+  rs.id = "RS_3CM";
+  rs.water_equivalent_thickness_mm = 34.3;
+  rs.isocenter_to_shifter_mm = 135.9;
+  shifted.beams[0].range_shifters.push_back(rs);
+  pe::DoseEngineOptions o = fast_options();
+  o.nuclear_halo = true;
+  const pe::DoseEngine warm = make_engine(o);
+  const pe::DoseResult first_plain = warm.compute(ct, plan);
+  const pe::DoseResult first_shifted = warm.compute(ct, shifted);
+  const pe::DoseResult again_plain = warm.compute(ct, plan);
+  const pe::DoseResult again_shifted = warm.compute(ct, shifted);
+  const pe::DoseResult fresh_shifted = make_engine(o).compute(ct, shifted);
+  auto same = [](const pe::DoseResult& a, const pe::DoseResult& b) {
+    return a.dose_gy.data.size() == b.dose_gy.data.size() &&
+           std::memcmp(a.dose_gy.data.data(), b.dose_gy.data.data(), a.dose_gy.data.size() * sizeof(float)) == 0;
+  };
+  ASSERT_GT(first_shifted.max_dose_gy, 0.0);
+  EXPECT_TRUE(same(first_plain, again_plain));
+  EXPECT_TRUE(same(first_shifted, again_shifted));
+  EXPECT_TRUE(same(first_shifted, fresh_shifted));
+  // The shifter's tables are not the unshifted ones: the doses differ.
+  EXPECT_FALSE(same(first_plain, first_shifted));
 }

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "protondose/core/grid.h"
@@ -245,7 +246,14 @@ class DoseEngine {
   /// The cached cumulative depth dose of a nominal energy (MeV).
   const physics::CumulativeDepthDose& depth_dose(double nominal_energy_mev) const;
 
+  /// A layer's physics tables (dose_engine.cpp), fixed by its nominal energy
+  /// and its beam's range-shifter WET: cached, so that a warm engine's
+  /// compute() plans a beam without recomputing them.
+  struct LayerPhysics;
+
  private:
+  std::shared_ptr<const LayerPhysics> layer_physics(double nominal_energy_mev, double shifter_wet_mm) const;
+
   physics::BeamModel machine_;
   physics::HuCurve hu_curve_;
   DoseEngineOptions options_;
@@ -255,6 +263,8 @@ class DoseEngine {
   mutable std::mutex compute_mutex_;  ///< one compute() at a time (the executor's arrays)
   mutable std::mutex cache_mutex_;
   mutable std::map<double, physics::CumulativeDepthDose> depth_dose_cache_;
+  /// By (nominal energy, shifter WET); bounded (cleared past kMaxLayerPhysics).
+  mutable std::map<std::pair<double, double>, std::shared_ptr<const LayerPhysics>> layer_physics_cache_;
 };
 
 /// The output grid: the CT grid, or the CT's extent (outer voxel faces) at
