@@ -279,13 +279,21 @@ TEST(RobustWorkers, MoreWorkersThanScenariosStartOnePerScenario) {
   EXPECT_EQ(d.order, (std::vector<std::size_t>{0, 1}));
 }
 
+namespace {
+/// `workers` scenario workers whose engines use one thread each.
+pe::RobustOptions single_threaded_workers(int workers) {
+  pe::RobustOptions o;
+  o.engine = fast_engine();
+  o.engine.threads = 1;
+  o.workers = workers;
+  return o;
+}
+}  // namespace
+
 TEST(RobustWorkers, AnExceptionOfOnScenarioPropagatesWithItsMessage) {
   const std::vector<pe::RobustScenario> scenarios = fifteen_scenarios();
   for (int workers : {1, 2, 3}) {
-    pe::RobustOptions o;
-    o.engine = fast_engine();
-    o.engine.threads = 1;
-    o.workers = workers;
+    const pe::RobustOptions o = single_threaded_workers(workers);
     std::vector<std::size_t> order;
     const std::string msg = message_without_hanging<std::runtime_error>([&] {
       pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(),
@@ -306,10 +314,7 @@ TEST(RobustWorkers, AScenarioTheEngineRejectsPropagatesAsItsTypedError) {
   const std::size_t failing = 6;
   scenarios[failing] = {"off_the_ct", {1000, 0, 0}, 1.0};
   for (int workers : {1, 2, 3}) {
-    pe::RobustOptions o;
-    o.engine = fast_engine();
-    o.engine.threads = 1;
-    o.workers = workers;
+    const pe::RobustOptions o = single_threaded_workers(workers);
     std::vector<std::size_t> order;
     const std::string msg = message_without_hanging<protondose::InputError>([&] {
       pe::run_robust(machine(), protondose::physics::default_hu_curve(), batch_test::tiny_ct(),
