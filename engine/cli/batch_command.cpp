@@ -34,6 +34,7 @@ struct BatchArgs {
   std::string report_dir;
   std::string backend;
   int workers = 1;
+  bool workers_given = false;  // --workers on the command line (contradicts --gpus)
   std::string gpus;
   int workers_per_gpu = 1;
   int threads = 0;
@@ -113,9 +114,12 @@ void run_batch_command(const BatchArgs& a, protondose::cli::CliContext& ctx) {
   if (!fs::is_directory(report_dir)) fs::create_directories(report_dir);
 
   if (a.slurm_script) {
-    std::string extra = "--workers " + std::to_string(a.workers);
+    // Each array task places its workers as this command would: on the GPUs
+    // (--gpus, --workers-per-gpu) or as CPU workers (--workers), never both.
+    std::string extra = a.gpus.empty() ? "--workers " + std::to_string(a.workers)
+                                       : "--gpus " + shell_quote(a.gpus) + " --workers-per-gpu " +
+                                             std::to_string(a.workers_per_gpu);
     if (!a.backend.empty()) extra += " --backend " + shell_quote(a.backend);
-    if (!a.gpus.empty()) extra += " --gpus " + shell_quote(a.gpus);
     if (a.force) extra += " --force";
     if (a.threads > 0) extra += " --threads " + std::to_string(a.threads);
     for (const auto& f : a.flags) extra += " --flag " + shell_quote(f);
@@ -154,6 +158,13 @@ void run_batch_command(const BatchArgs& a, protondose::cli::CliContext& ctx) {
   for (const auto& f : a.flags) o.flags.push_back(pe::parse_flag_rule(f));
   const protondose::compare::GammaOptions gamma = parse_gamma(a.gamma);
   if (!a.gpus.empty()) {
+    // Before the device lookup, so that the contradiction is named on a
+    // machine without a GPU too (robust does the same).
+    if (a.backend == "cpu")
+      throw protondose::ConfigError("--gpus " + a.gpus +
+                                    " with --backend cpu: the cpu backend runs on no GPU; use --workers for CPU workers");
+    if (a.workers_given)
+      throw protondose::ConfigError("--workers with --gpus: GPU workers are placed by --gpus and --workers-per-gpu");
     const std::vector<int> devices = pe::parse_gpu_list(a.gpus, protondose::gpu_device_count());
     o.gpu_devices = devices;  // worker w on devices[w mod n]: every listed GPU gets workers
     if (a.workers_per_gpu < 1) throw protondose::ConfigError("--workers-per-gpu must be >= 1");
@@ -198,7 +209,9 @@ void add_batch(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_option("manifest", a->manifest, "Manifest (.json or .csv; docs/formats/batch-manifest.md)")->required();
   cmd->add_option("--report-dir", a->report_dir, "Folder for records*.jsonl and summary (default: the manifest's)");
   cmd->add_option("--backend", a->backend, "Default backend of jobs naming none: cpu | gpu | gpu-gather");
-  cmd->add_option("--workers", a->workers, "Compute workers on the CPU backend")->capture_default_str();
+  cmd->add_option("--workers", a->workers, "Compute workers on the CPU backend")
+      ->capture_default_str()
+      ->each([a](const std::string&) { a->workers_given = true; });
   cmd->add_option("--gpus", a->gpus, "GPU workers: all | 0,1 | 0 (device indices)");
   cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Workers sharing each GPU")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Engine threads per worker (default: cores / workers)");

@@ -78,6 +78,12 @@ TEST(BatchCli, BadManifestsAndMissingGpusExitWithTheirCategory) {
                                               "/plan.dcm\", \"out\": \"a.dcm\"}]");
   EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --gpus 99"), 7);  // unavailable: no such device
   EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --shard 4/4"), 2);  // config
+  // Contradictory placements are config errors, checked before any device lookup.
+  std::string output;
+  EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --gpus 0 --backend cpu", &output, true), 2) << output;
+  EXPECT_NE(output.find("--gpus 0 with --backend cpu"), std::string::npos) << output;
+  EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --gpus 0 --workers 3", &output, true), 2) << output;
+  EXPECT_NE(output.find("--workers with --gpus"), std::string::npos) << output;
   EXPECT_FALSE(fs::exists(dir / "a.dcm"));
 }
 
@@ -93,6 +99,11 @@ TEST(BatchCli, SlurmScriptIsPrintedForTheManifest) {
   EXPECT_NE(script.find("--shard \"${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}\""), std::string::npos) << script;
   EXPECT_NE(script.find("--threads 1"), std::string::npos) << script;
   EXPECT_NE(script.find((dir / "ok.json").string()), std::string::npos) << script;
+  // GPU tasks place their workers with --gpus and --workers-per-gpu, never --workers
+  // (the batch command refuses both together).
+  ASSERT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --slurm-script --gpus-per-task 1 --gpus all", &script), 0);
+  EXPECT_NE(script.find("--gpus 'all' --workers-per-gpu 1"), std::string::npos) << script;
+  EXPECT_EQ(script.find("--workers "), std::string::npos) << script;
   EXPECT_FALSE(fs::exists(dir / "a.dcm"));
 }
 
