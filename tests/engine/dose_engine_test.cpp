@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "protondose/core/error.h"
 #include "protondose/physics/beam_model.h"
@@ -474,9 +475,11 @@ TEST(DoseEngine, BeamWithoutMetersetAddsNothingAndAPlanWithoutAnyIsRejected) {
 }
 
 // The per-energy tables (residual energy, scattering power, halo, range-shifter
-// moments) are cached by the engine: a warm engine's second computation of a
-// plan, and a plan that mixes shifted and unshifted beams of the same
-// energies, give bitwise the dose of a fresh engine.
+// moments) are cached by the engine and the layers point into them: a warm
+// engine's second computation of a plan, and a plan that mixes shifted and
+// unshifted beams of the same energies, give bitwise the dose of a fresh
+// engine — without the halo (no halo tables), with the fitted halo, and with
+// Soukup's (σ_N added to the core).
 TEST(DoseEngine, CachedLayerTablesGiveBitwiseTheDoseOfAFreshEngine) {
   const CtImage ct = water_cube_ct(58);
   IonPlan plan = small_plan(0);
@@ -487,22 +490,39 @@ TEST(DoseEngine, CachedLayerTablesGiveBitwiseTheDoseOfAFreshEngine) {
   rs.water_equivalent_thickness_mm = 34.3;
   rs.isocenter_to_shifter_mm = 135.9;
   shifted.beams[0].range_shifters.push_back(rs);
-  pe::DoseEngineOptions o = fast_options();
-  o.nuclear_halo = true;
-  const pe::DoseEngine warm = make_engine(o);
-  const pe::DoseResult first_plain = warm.compute(ct, plan);
-  const pe::DoseResult first_shifted = warm.compute(ct, shifted);
-  const pe::DoseResult again_plain = warm.compute(ct, plan);
-  const pe::DoseResult again_shifted = warm.compute(ct, shifted);
-  const pe::DoseResult fresh_shifted = make_engine(o).compute(ct, shifted);
   auto same = [](const pe::DoseResult& a, const pe::DoseResult& b) {
     return a.dose_gy.data.size() == b.dose_gy.data.size() &&
            std::memcmp(a.dose_gy.data.data(), b.dose_gy.data.data(), a.dose_gy.data.size() * sizeof(float)) == 0;
   };
-  ASSERT_GT(first_shifted.max_dose_gy, 0.0);
-  EXPECT_TRUE(same(first_plain, again_plain));
-  EXPECT_TRUE(same(first_shifted, again_shifted));
-  EXPECT_TRUE(same(first_shifted, fresh_shifted));
-  // The shifter's tables are not the unshifted ones: the doses differ.
-  EXPECT_FALSE(same(first_plain, first_shifted));
+  struct Halo {
+    const char* name;
+    bool on;
+    protondose::physics::HaloModel model;
+  };
+  std::vector<pe::DoseResult> shifted_by_halo;
+  for (const Halo& h : {Halo{"no halo", false, protondose::physics::kDefaultHaloModel},
+                        Halo{"fitted halo", true, protondose::physics::HaloModel::kMcsquareFit},
+                        Halo{"Soukup halo", true, protondose::physics::HaloModel::kSoukup2005}}) {
+    SCOPED_TRACE(h.name);
+    pe::DoseEngineOptions o = fast_options();
+    o.nuclear_halo = h.on;
+    o.halo_model = h.model;
+    const pe::DoseEngine warm = make_engine(o);
+    const pe::DoseResult first_plain = warm.compute(ct, plan);
+    const pe::DoseResult first_shifted = warm.compute(ct, shifted);
+    const pe::DoseResult again_plain = warm.compute(ct, plan);
+    const pe::DoseResult again_shifted = warm.compute(ct, shifted);
+    const pe::DoseResult fresh_shifted = make_engine(o).compute(ct, shifted);
+    ASSERT_GT(first_shifted.max_dose_gy, 0.0);
+    EXPECT_TRUE(same(first_plain, again_plain));
+    EXPECT_TRUE(same(first_shifted, again_shifted));
+    EXPECT_TRUE(same(first_shifted, fresh_shifted));
+    // The shifter's tables are not the unshifted ones: the doses differ.
+    EXPECT_FALSE(same(first_plain, first_shifted));
+    shifted_by_halo.push_back(first_shifted);
+  }
+  // Each halo setting reaches the dose (its tables are used, not skipped).
+  EXPECT_FALSE(same(shifted_by_halo[0], shifted_by_halo[1]));
+  EXPECT_FALSE(same(shifted_by_halo[0], shifted_by_halo[2]));
+  EXPECT_FALSE(same(shifted_by_halo[1], shifted_by_halo[2]));
 }
