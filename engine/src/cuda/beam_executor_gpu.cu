@@ -430,12 +430,21 @@ class GpuBeamExecutor final : public BeamExecutor {
   Volume<float> download(const DeviceBuffer<float>& d) {
     Volume<float> v(og_, 0.0f);
     const std::size_t bytes = v.data.size() * sizeof(float);
+    if (pinned_bytes_ < bytes && ++unpinned_downloads_ == 1) {
+      // The engine's first download of this size goes straight to pageable
+      // memory: pinning a 100 MB buffer costs about as much as the copy it
+      // speeds up, which a one-shot `compute` process would pay for nothing.
+      // A warm engine (batch, robust) pins one at its second download.
+      PD_CUDA_CHECK(cudaMemcpy(v.data.data(), d.get(), bytes, cudaMemcpyDeviceToHost));
+      return v;
+    }
     if (pinned_bytes_ < bytes) {
       if (pinned_) PD_CUDA_CHECK(cudaFreeHost(pinned_));
       pinned_ = nullptr;
       pinned_bytes_ = 0;
       PD_CUDA_CHECK(cudaMallocHost(&pinned_, bytes));
       pinned_bytes_ = bytes;
+      unpinned_downloads_ = 0;
     }
     PD_CUDA_CHECK(cudaMemcpy(pinned_, d.get(), bytes, cudaMemcpyDeviceToHost));
     std::memcpy(v.data.data(), pinned_, bytes);
@@ -539,6 +548,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<double> spread_sigma_, fluence_;
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
+  int unpinned_downloads_ = 0;  ///< downloads larger than the pinned buffer since it was last (re)made
   DeviceBuffer<StackLayer> stack_layers_;
   DeviceBuffer<kernels::LayerTables> device_layers_;
 };
