@@ -821,6 +821,8 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
               o.gpu_device = options.gpu_devices.empty()
                                  ? 0
                                  : options.gpu_devices[static_cast<std::size_t>(wi) % options.gpu_devices.size()];
+              // The workers on this device compute at the same time: each plans for its share.
+              o.gpu_memory_share = 1.0 / std::max(1, workers_on_device(options.gpu_devices, options.workers, o.gpu_device));
               o.require_machine_name_match = job.machine.empty();
               // A worker keeps a handful of engines warm; more configurations start over.
               if (engines.size() >= 8) engines.clear();
@@ -988,6 +990,13 @@ std::string slurm_array_script(const std::string& executable, const std::string&
     << "  --shard \"${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}\"" << (batch_args.empty() ? "" : " " + batch_args)
     << "\n";
   return s.str();
+}
+
+int workers_on_device(const std::vector<int>& gpu_devices, int workers, int device) {
+  int n = 0;
+  for (int w = 0; w < workers; ++w)
+    if ((gpu_devices.empty() ? 0 : gpu_devices[static_cast<std::size_t>(w) % gpu_devices.size()]) == device) ++n;
+  return n;
 }
 
 std::vector<int> parse_gpu_list(const std::string& text, int device_count) {

@@ -147,6 +147,7 @@ void DoseEngineOptions::validate() const {
     bad("energy_balance_tolerance", energy_balance_tolerance, "(0, 1)");
   if (threads < 0) bad("threads", threads, "[0, inf)");
   if (max_stack_bytes && *max_stack_bytes == 0) bad("max_stack_bytes", 0, "[1, inf) bytes");
+  if (!(gpu_memory_share > 0) || !(gpu_memory_share <= 1)) bad("gpu_memory_share", gpu_memory_share, "(0, 1]");
 }
 
 Grid3 output_grid(const Grid3& ct, std::optional<double> spacing_mm) {
@@ -209,7 +210,9 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
     // Sized once, before the engine holds any device memory, so every call
     // groups the layers the same way.
     const std::size_t free_bytes = gpu_free_memory_bytes(options_.gpu_device);
-    stack_pixel_budget_ = static_cast<std::size_t>(0.8 * static_cast<double>(free_bytes)) / kDeviceStackBytesPerPixel;
+    stack_pixel_budget_ =
+        static_cast<std::size_t>(0.8 * options_.gpu_memory_share * static_cast<double>(free_bytes)) /
+        kDeviceStackBytesPerPixel;
     if (options_.max_stack_bytes)
       stack_pixel_budget_ = std::min(stack_pixel_budget_, *options_.max_stack_bytes / kStackBytesPerPixel);
     spdlog::debug("GPU {}: {} MB free; superposition stacks up to {} M pixels", options_.gpu_device, free_bytes >> 20,

@@ -148,8 +148,13 @@ DoseEngineOptions worker_engine_options(const RobustOptions& options, int worker
   if (o.backend == Backend::kCpu) {
     // The workers share the cores; a caller's explicit thread count stands.
     if (o.threads == 0 && workers > 1) o.threads = std::max(1, default_thread_count() / workers);
-  } else if (!options.gpu_devices.empty()) {
-    o.gpu_device = options.gpu_devices[static_cast<std::size_t>(worker) % options.gpu_devices.size()];
+  } else {
+    if (!options.gpu_devices.empty())
+      o.gpu_device = options.gpu_devices[static_cast<std::size_t>(worker) % options.gpu_devices.size()];
+    // The workers on one device compute at the same time: each plans its
+    // stacks for its share of the device's memory.
+    const int sharing = options.gpu_devices.empty() ? workers : workers_on_device(options.gpu_devices, workers, o.gpu_device);
+    o.gpu_memory_share = options.engine.gpu_memory_share / std::max(1, sharing);
   }
   return o;
 }

@@ -273,6 +273,23 @@ TEST(DoseEngineOptions, RejectsAZeroStackBudget) {
   }
 }
 
+TEST(DoseEngineOptions, AGpuMemoryShareOutsideZeroToOneIsAConfigErrorNamingIt) {
+  for (double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    pe::DoseEngineOptions o;
+    o.gpu_memory_share = share;
+    try {
+      o.validate();
+      FAIL() << "expected ConfigError for " << share;
+    } catch (const protondose::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("gpu_memory_share"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(0, 1]"), std::string::npos) << e.what();
+    }
+  }
+  pe::DoseEngineOptions half;
+  half.gpu_memory_share = 0.5;
+  EXPECT_NO_THROW(half.validate());
+}
+
 TEST(DoseEngineOptions, RejectsANegativeGpuDevice) {
   pe::DoseEngineOptions o;
   o.gpu_device = -1;

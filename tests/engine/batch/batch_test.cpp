@@ -144,6 +144,17 @@ TEST(BatchFlags, RejectsMalformedRules) {
   }
 }
 
+TEST(BatchGpuPlacement, WorkersOnADeviceCountTheWorkersThatShareItsMemory) {
+  // Worker w on gpu_devices[w mod size]: 5 workers on {0, 1} → 3 on 0, 2 on 1.
+  EXPECT_EQ(pe::workers_on_device({0, 1}, 5, 0), 3);
+  EXPECT_EQ(pe::workers_on_device({0, 1}, 5, 1), 2);
+  EXPECT_EQ(pe::workers_on_device({1}, 2, 1), 2);
+  EXPECT_EQ(pe::workers_on_device({1}, 2, 0), 0);
+  // No list: every worker on device 0.
+  EXPECT_EQ(pe::workers_on_device({}, 3, 0), 3);
+  EXPECT_EQ(pe::workers_on_device({}, 3, 1), 0);
+}
+
 TEST(BatchGpus, DevicesThatDoNotExistAreAClearError) {
   std::string msg = message_of<protondose::UnavailableError>([] { pe::parse_gpu_list("0", 0); });
   EXPECT_NE(msg.find("--gpus '0': device 0 does not exist (0 usable CUDA device(s) here, or built without CUDA)"),

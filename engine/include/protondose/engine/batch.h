@@ -253,6 +253,11 @@ BatchSummary merge_records(const Manifest& manifest, const std::vector<std::stri
 std::string slurm_array_script(const std::string& executable, const std::string& manifest_path, int array_size,
                                int gpus_per_task, const std::string& report_dir, const std::string& batch_args);
 
+/// How many of `workers` workers run on CUDA device `device` when worker w
+/// runs on gpu_devices[w mod size] (empty list: every worker on device 0) —
+/// the engines of those workers share the device's memory.
+int workers_on_device(const std::vector<int>& gpu_devices, int workers, int device);
+
 /// Device indices from "all", "0,1" or "0" against `device_count` devices:
 /// UnavailableError naming the device and the count when one does not exist
 /// (or none exist), ConfigError for malformed text.

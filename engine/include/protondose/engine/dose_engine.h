@@ -118,6 +118,11 @@ struct DoseEngineOptions {
   double energy_balance_tolerance = 0.02;
   int threads = 0;  ///< CPU worker threads (0 = default_thread_count())
   int gpu_device = 0;  ///< GPU backends: the CUDA device index to run on (≥ 0)
+  /// GPU backends: the share (0, 1] of the device memory free at creation that
+  /// this engine sizes its stacks for. Engines that run at the same time on
+  /// one device (batch and robust workers sharing a GPU) get 1/n each, so that
+  /// together they stay within it.
+  double gpu_memory_share = 1.0;
 
   /// Throws ConfigError naming the option and value when one is out of range.
   void validate() const;
