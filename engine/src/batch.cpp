@@ -15,13 +15,13 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <new>
 #include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "made_once.h"
 #include "protondose/core/atomic_file.h"
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
@@ -676,38 +676,9 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
   // The CT converted once per (CT, engine configuration) for every worker: a
   // PreparedCt depends only on the CT, the HU curve and options every worker's
   // engine shares (DoseEngine::prepare), and each GPU executor keeps its own
-  // device copy. The first worker to need one prepares it; the others wait.
-  // One entry per configuration: the latest CT (a batch usually runs through
-  // the jobs of one CT, then the next).
-  struct SharedPreparation {
-    std::shared_ptr<const CtImage> ct;
-    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
-  };
-  std::mutex preparation_mutex;
-  std::map<std::string, SharedPreparation> preparations;
-  auto prepared_for = [&](const std::string& key, const DoseEngine& engine, const std::shared_ptr<const CtImage>& ct) {
-    std::promise<std::shared_ptr<const PreparedCt>> promise;
-    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
-    bool mine = false;
-    {
-      std::lock_guard<std::mutex> lock(preparation_mutex);
-      SharedPreparation& entry = preparations[key];
-      if (entry.ct != ct) {
-        entry.ct = ct;
-        entry.prepared = promise.get_future().share();
-        mine = true;
-      }
-      prepared = entry.prepared;
-    }
-    if (mine) {
-      try {
-        promise.set_value(engine.prepare(*ct));
-      } catch (...) {
-        promise.set_exception(std::current_exception());
-      }
-    }
-    return prepared.get();
-  };
+  // device copy. One entry per configuration: the latest CT (a batch usually
+  // runs through the jobs of one CT, then the next).
+  MadeOnce<std::string, std::shared_ptr<const PreparedCt>> preparations;
 
   Channel<std::unique_ptr<WorkItem>> to_compute(options.queue_depth);
   Channel<std::unique_ptr<WorkItem>> to_write(options.queue_depth + static_cast<std::size_t>(options.workers));
@@ -838,7 +809,7 @@ BatchSummary run_batch(const Manifest& manifest, const BatchOptions& options, co
               prepared = warm.engine->prepare(*item->plan_frame_ct);
             } else {
               if (warm.ct != item->ct) {
-                warm.prepared = prepared_for(key, *warm.engine, item->ct);
+                warm.prepared = preparations.get(key, item->ct, [&] { return warm.engine->prepare(*item->ct); });
                 warm.ct = item->ct;
               }
               prepared = warm.prepared;

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "made_once.h"
 #include "protondose/core/error.h"
 #include "protondose/core/parallel.h"
 #include "protondose/engine/batch.h"
@@ -159,47 +159,6 @@ DoseEngineOptions worker_engine_options(const RobustOptions& options, int worker
   return o;
 }
 
-/// The CT prepared once per rsp_scale for every worker. A PreparedCt depends
-/// only on the HU curve and the options every worker's engine shares (output
-/// grid, HU policy, scattering model; DoseEngine::compute), and each engine's
-/// executor keeps its own device copy keyed by PreparedCt::id: one preparation
-/// serves all workers. The first worker that needs a scale prepares it; the
-/// others wait for it (and get its exception, if it fails).
-class SharedPreparedCts {
- public:
-  explicit SharedPreparedCts(const CtImage& ct) : ct_(ct) {}
-
-  std::shared_ptr<const PreparedCt> get(const DoseEngine& engine, double rsp_scale) {
-    std::promise<std::shared_ptr<const PreparedCt>> promise;
-    std::shared_future<std::shared_ptr<const PreparedCt>> prepared;
-    bool mine = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = by_scale_.find(rsp_scale);
-      if (it == by_scale_.end()) {
-        prepared = promise.get_future().share();
-        by_scale_.emplace(rsp_scale, prepared);
-        mine = true;
-      } else {
-        prepared = it->second;
-      }
-    }
-    if (mine) {
-      try {
-        promise.set_value(engine.prepare(ct_, rsp_scale));
-      } catch (...) {
-        promise.set_exception(std::current_exception());
-      }
-    }
-    return prepared.get();
-  }
-
- private:
-  const CtImage& ct_;
-  std::mutex mutex_;
-  std::map<double, std::shared_future<std::shared_ptr<const PreparedCt>>> by_scale_;
-};
-
 }  // namespace
 
 RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurve& hu_curve, const CtImage& ct,
@@ -217,7 +176,12 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   result.scenarios = scenarios;
   result.workers = workers;
   // Declared before any engine: the engines' executors point into the prepared CTs.
-  SharedPreparedCts prepared(ct);
+  // The CT prepared once per rsp_scale for every worker. A PreparedCt depends
+  // only on the HU curve and the options every worker's engine shares (output
+  // grid, HU policy, scattering model; DoseEngine::compute), and each engine's
+  // executor keeps its own device copy keyed by PreparedCt::id: one preparation
+  // serves all workers.
+  MadeOnce<double, std::shared_ptr<const PreparedCt>> prepared;
 
   // Scenario i on a worker's warm engine (the depth-dose cache, the executor
   // and, on a GPU backend, the CTs in device memory are reused by every
@@ -225,7 +189,8 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   const auto compute_scenario = [&](const DoseEngine& engine, int worker, std::size_t i) {
     const RobustScenario& s = scenarios[i];
     const auto ts = std::chrono::steady_clock::now();
-    const std::shared_ptr<const PreparedCt> scaled = prepared.get(engine, s.rsp_scale);
+    const std::shared_ptr<const PreparedCt> scaled =
+        prepared.get(s.rsp_scale, nullptr, [&] { return engine.prepare(ct, s.rsp_scale); });
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
     DoseResult r = engine.compute(*scaled, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
     ScenarioDose out;
