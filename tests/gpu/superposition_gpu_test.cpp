@@ -298,6 +298,16 @@ TEST(GpuDeviceSelection, ADeviceIndexWithNoDeviceIsAnUnavailableErrorNamingIt) {
               std::string::npos)
         << e.what();
   }
+  // Device memory is allocated on a named device, and one that does not exist is named too.
+  try {
+    DeviceSuperposer::allocate_device_floats(16, count);
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("allocate_device_floats: CUDA device " + std::to_string(count) +
+                                         " does not exist"),
+              std::string::npos)
+        << e.what();
+  }
   // The last device exists and computes the same as the oracle.
   options.gpu_device = count - 1;
   const testing::Stack st = testing::random_stack("last device", 4000u, 1, 40, 50, 6, true);

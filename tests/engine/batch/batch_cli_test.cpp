@@ -84,6 +84,8 @@ TEST(BatchCli, BadManifestsAndMissingGpusExitWithTheirCategory) {
   EXPECT_NE(output.find("--gpus 0 with --backend cpu"), std::string::npos) << output;
   EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --gpus 0 --workers 3", &output, true), 2) << output;
   EXPECT_NE(output.find("--workers with --gpus"), std::string::npos) << output;
+  EXPECT_EQ(run_cli("batch " + (dir / "ok.json").string() + " --writers -1", &output, true), 2) << output;
+  EXPECT_NE(output.find("--writers -1: need at least 1"), std::string::npos) << output;
   EXPECT_FALSE(fs::exists(dir / "a.dcm"));
 }
 
