@@ -107,6 +107,50 @@ TapCounts count_taps(const HostStack& st, int fixed_radius) {
   return c;
 }
 
+// Products the tensor-core kernel executes (scatter_tensor_core.cu): per tile
+// of radius R ≥ min_radius, per source row and 8-pixel group with a non-zero
+// pixel, one 16 × 8 × 8 block product for every output block of the warp
+// quadrants that the band reaches. Counts products (each a three-term TF32
+// product), the kernel's own "executed taps".
+double tensor_core_products(const HostStack& st, int min_radius) {
+  const int tile_cols = 32, tile_rows = 16;
+  const int tiles_x = (st.shape.cols + tile_cols - 1) / tile_cols, tiles_y = (st.shape.rows + tile_rows - 1) / tile_rows;
+  double products = 0.0;
+  for (int s = 0; s < st.shape.slices; ++s)
+    for (int ty = 0; ty < tiles_y; ++ty)
+      for (int tx = 0; tx < tiles_x; ++tx) {
+        int R = -1;
+        std::vector<bool> group_on(tile_rows * 4, false);
+        for (int row = 0; row < tile_rows; ++row)
+          for (int col = 0; col < tile_cols; ++col) {
+            const int x = tx * tile_cols + col, y = ty * tile_rows + row;
+            if (x >= st.shape.cols || y >= st.shape.rows) continue;
+            const std::size_t i = (static_cast<std::size_t>(s) * st.shape.rows + y) * st.shape.cols + x;
+            if (st.image[i] == 0.0f) continue;
+            R = std::max(R, std::max(pd::gaussian_radius_px(st.sigma_x[i], 3.0f), pd::gaussian_radius_px(st.sigma_y[i], 3.0f)));
+            group_on[row * 4 + col / 8] = true;
+          }
+        if (R < std::max(1, min_radius) || R > pd::kMaxTileRadiusPx) continue;
+        const int rb = (R + 7) / 8, column_halo = (8 * rb + 15) / 16;
+        const int column_blocks = 2 + 2 * column_halo, row_blocks = 2 + 2 * rb;
+        for (int row = 0; row < tile_rows; ++row)
+          for (int group = 0; group < 4; ++group) {
+            if (!group_on[row * 4 + group]) continue;
+            int columns = 0, rows = 0;
+            for (int j = 0; j < column_blocks; ++j) {
+              const int c = -16 * column_halo + 16 * j - 8 * group;
+              columns += c - 7 <= R && c + 15 >= -R;
+            }
+            for (int k = 0; k < row_blocks; ++k) {
+              const int e = -8 * rb + 8 * k - row;
+              rows += e <= R && e + 7 >= -R;
+            }
+            products += 1024.0 * columns * rows;  // quadrants split the pairs, they do not add any
+          }
+      }
+  return products;
+}
+
 double relative_error(const std::vector<float>& test, const std::vector<double>& reference) {
   double max_diff = 0.0, max_ref = 0.0;
   for (std::size_t i = 0; i < reference.size(); ++i) {
@@ -147,7 +191,7 @@ int main(int argc, char** argv) {
   std::string out_path;
   int repetitions = 15, warmup = 3, cpu_threads = 0;
   bool quick = false, cpu_only = false, skip_cpu_single = false;
-  std::string sections = "ABC";
+  std::string sections = "ABCD";
   app.add_option("--out", out_path, "Also write the report (Markdown) to this file");
   app.add_option("--repetitions", repetitions, "Timed runs per case (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--warmup", warmup, "Untimed warm-up runs per case")->check(CLI::Range(0, 100));
@@ -155,7 +199,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Fewer radii and smaller batches (a smoke run)");
   app.add_flag("--cpu-only", cpu_only, "Time only the CPU oracle (machines without a GPU)");
   app.add_flag("--skip-cpu-single", skip_cpu_single, "Skip the single-thread CPU timings of the 512² sweep");
-  app.add_option("--sections", sections, "Which tables to run: any of A (512² sweep), B (batched), C (uniform σ)")
+  app.add_option("--sections", sections,
+                 "Which tables to run: any of A (512² sweep), B (batched), C (uniform σ), D (tensor cores)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -335,6 +380,63 @@ int main(int argc, char** argv) {
                   ", " + fmt("%.1e", relative_error(ks_split.output, reference)) + " |");
     }
     report.line("");
+    // ---- D: the tensor-core scatter against the paper's design, batched.
+    if (sections.find('D') != std::string::npos) {
+      report.line("### D. Tensor-core scatter (3×TF32 mma.sync) vs the paper's tile scatter, batched; accuracy vs the exact GPU gather");
+      report.line("");
+      report.line("Taps/s three ways: useful = Σ(2rx+1)(2ry+1) over non-zero pixels; paper-executed = the tile "
+                  "scatter's own count, 512·(2R_tile+1)² per non-zero tile (the issue's executed taps); "
+                  "tensor-core products = the 16×8×8 block products the tensor-core kernel executes (all radii on the tensor cores).");
+      report.line("");
+      report.line("| case | tiled (ms) | tensor cores, all radii (ms) | tensor cores, crossover " +
+                  std::to_string(pd::kTensorCoreMinRadiusPx) + " px (ms) | tensor cores deterministic (ms) | "
+                  "speed-up vs tiled (all radii) | useful taps/s | paper-executed taps/s | tensor-core products/s | "
+                  "products / useful | max rel. error vs gather (all, crossover, det.) |");
+      report.line("|---|---|---|---|---|---|---|---|---|---|---|");
+      std::vector<std::pair<std::string, HostStack>> d_cases;
+      for (int r_max : quick ? std::vector<int>{4, 8, 16} : std::vector<int>{2, 4, 6, 8, 12, 16, 24, 32})
+        d_cases.emplace_back(std::to_string(quick ? 8 : 64) + " × 512², r_max " + std::to_string(r_max),
+                             paper_stack(2000u + r_max, quick ? 8 : 64, 512, 512, r_max));
+      d_cases.emplace_back("200 × 192², σ 0.5→6 px with depth", depth_stack(3000u, 200, 192));
+      for (const auto& [name, st] : d_cases) {
+        pd::SuperpositionOptions all_radii;
+        all_radii.tensor_core_min_radius_px = 1;
+        const pd::SuperpositionOptions defaults;
+        const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), defaults, 0, 0, 1);
+        const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiled, st.input(), defaults, 0, warmup, repetitions);
+        const auto tc = pd::bench::time_superposition(SuperpositionVariant::kTensorCore, st.input(), all_radii, 0, warmup, repetitions);
+        const auto tc_default = pd::bench::time_superposition(SuperpositionVariant::kTensorCore, st.input(), defaults, 0, warmup, repetitions);
+        const auto tc_det = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreDeterministic, st.input(), all_radii, 0, warmup, repetitions);
+        const TapCounts taps = count_taps(st, -1);
+        const double products = tensor_core_products(st, 1);
+        const std::vector<double> reference = to_double(gather.output);
+        report.line("| " + name + " | " + fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", tc.median_ms) + " | " +
+                    fmt("%.3f", tc_default.median_ms) + " | " + fmt("%.3f", tc_det.median_ms) + " | " +
+                    fmt("%.2f", tiled.median_ms / tc.median_ms) + " | " + fmt("%.2e", taps.useful / (tc.median_ms * 1e-3)) +
+                    " | " + fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + " | " +
+                    fmt("%.2e", products / (tc.median_ms * 1e-3)) + " | " + fmt("%.2f", products / taps.useful) + " | " +
+                    fmt("%.1e", relative_error(tc.output, reference)) + ", " +
+                    fmt("%.1e", relative_error(tc_default.output, reference)) + ", " +
+                    fmt("%.1e", relative_error(tc_det.output, reference)) + " |");
+      }
+      report.line("");
+      // The crossover: one 512² image per fixed radius, every tile at r (the paper's experiment).
+      report.line("Crossover, 512² (64 slices), every tile at fixed r: tile scatter vs tensor cores");
+      report.line("");
+      report.line("| r | tiled fixed r (ms) | tensor cores fixed r (ms) | tensor cores / tiled | paper-executed taps/s (tensor cores) |");
+      report.line("|---|---|---|---|---|");
+      for (int r : quick ? std::vector<int>{2, 4, 8} : std::vector<int>{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
+        const HostStack st = paper_stack(6000u + r, quick ? 8 : 64, 512, 512, r);
+        const pd::SuperpositionOptions defaults;
+        const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), defaults, r, warmup, repetitions);
+        const auto tc = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadius, st.input(), defaults, r, warmup, repetitions);
+        const TapCounts taps = count_taps(st, r);
+        report.line("| " + std::to_string(r) + " | " + fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", tc.median_ms) +
+                    " | " + fmt("%.2f", tc.median_ms / tiled.median_ms) + " | " +
+                    fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + " |");
+      }
+      report.line("");
+    }
     if (!out_path.empty()) pd::write_text_atomically(out_path, report.str());
     return 0;
   } catch (const pd::Error& e) {

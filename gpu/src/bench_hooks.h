@@ -19,6 +19,9 @@ enum class SuperpositionVariant {
   kScatterTiledFixedRadius,   ///< one tile kernel with r = fixed_radius for every tile (the paper's experiment)
   kRegisterBlocked,           ///< analysis + register-blocked scatter over the buckets
   kRegisterBlockedFixedRadius,///< the register-blocked kernel with r = fixed_radius for every tile
+  kTensorCore,                ///< analysis + tensor-core scatter over the buckets (options.tensor_core_min_radius_px)
+  kTensorCoreDeterministic,   ///< the same with fixed-point flushes
+  kTensorCoreFixedRadius,     ///< the tensor-core kernel with r = fixed_radius for every tile
 };
 
 const char* variant_name(SuperpositionVariant variant);

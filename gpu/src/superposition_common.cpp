@@ -15,6 +15,7 @@ const char* method_name(SuperpositionMethod method) {
     case SuperpositionMethod::kGpuScatterAtomic: return "gpu-scatter-atomic";
     case SuperpositionMethod::kGpuScatterTiled: return "gpu-scatter-tiled";
     case SuperpositionMethod::kGpuScatterRegisterBlocked: return "gpu-scatter-register-blocked";
+    case SuperpositionMethod::kGpuScatterTensorCore: return "gpu-scatter-tensor-core";
   }
   return "unknown";
 }

@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(AllGpuMethods, GpuSuperposition,
                          ::testing::Values(SuperpositionMethod::kGpuGatherExact,
                                            SuperpositionMethod::kGpuScatterAtomic,
                                            SuperpositionMethod::kGpuScatterTiled,
-                                           SuperpositionMethod::kGpuScatterRegisterBlocked),
+                                           SuperpositionMethod::kGpuScatterRegisterBlocked,
+                                           SuperpositionMethod::kGpuScatterTensorCore),
                          testing::method_test_name<::testing::TestParamInfo<SuperpositionMethod>>);
 
 class DeviceSuperposerTest : public ::testing::Test {
@@ -316,6 +317,88 @@ TEST(GpuDeviceSelection, ADeviceIndexWithNoDeviceIsAnUnavailableErrorNamingIt) {
   const testing::Difference d = testing::compare(gpu, superpose_cpu_reference(st.input()));
   ASSERT_GT(d.reference_max, 0.0);
   EXPECT_LE(d.relative(), kTolerance);
+}
+
+}  // namespace
+}  // namespace protondose
+
+namespace protondose {
+namespace {
+
+// The tensor-core scatter with the crossover at 1 px: every bucket radius runs
+// on the tensor cores (the default leaves the smallest to the tile scatter),
+// so every radius class (R ≤ 8, 16, 24, 32) and every tile radius is checked.
+class GpuTensorCoreEveryRadius : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_device_count() == 0)
+      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    options_.tensor_core_min_radius_px = 1;
+  }
+  void expect_matches_oracle(const testing::Stack& st) {
+    std::vector<float> gpu(st.shape.pixel_count(), -1.0f);
+    make_superposer(SuperpositionMethod::kGpuScatterTensorCore, options_)->superpose(st.input(), gpu.data());
+    const testing::Difference d = testing::compare(gpu, superpose_cpu_reference(st.input(), options_));
+    ASSERT_GT(d.reference_max, 0.0) << st.name;
+    EXPECT_LE(d.relative(), kTolerance) << st.name << ": max |gpu - cpu| = " << d.max_abs << " at index "
+                                        << d.worst_index << ", max(cpu) = " << d.reference_max;
+  }
+  SuperpositionOptions options_;
+};
+
+TEST_F(GpuTensorCoreEveryRadius, EveryTileRadiusAnisotropicAndOffTheTileGrid) {
+  for (int r_max = 1; r_max <= kMaxTileRadiusPx; ++r_max)
+    expect_matches_oracle(testing::random_stack("tensor cores, r_max " + std::to_string(r_max), 5000u + r_max, 2,
+                                                45, 70, r_max, true));
+}
+
+TEST_F(GpuTensorCoreEveryRadius, ValuesOverTwelveOrdersOfMagnitude) {
+  // The operands are split into TF32 high and low parts: a value or weight far
+  // below the stack's largest must still be carried at float accuracy.
+  testing::Stack st = testing::random_stack("values 1e-6 … 1e6", 5100u, 2, 64, 64, 12, true);
+  std::mt19937 rng(5101u);
+  std::uniform_real_distribution<float> exponent(-6.0f, 6.0f);
+  for (float& v : st.image) v = std::pow(10.0f, exponent(rng));
+  expect_matches_oracle(st);
+  // And relative to each pixel's own scale: a stack of only the small values.
+  for (float& v : st.image) v = std::min(v, 1e-3f);
+  expect_matches_oracle(st);
+}
+
+TEST_F(GpuTensorCoreEveryRadius, SparseRowsAndLonePixels) {
+  // All-zero source rows and 8-pixel groups are skipped: lone pixels at every
+  // column position of a tile and in rows of their own.
+  testing::Stack st("lone pixels", 2, 50, 80);
+  std::fill(st.sigma_x.begin(), st.sigma_x.end(), 2.2f);
+  std::fill(st.sigma_y.begin(), st.sigma_y.end(), 3.1f);
+  for (int col = 0; col < 80; col += 3) st.image[st.index(0, (col * 7) % 50, col)] = 1.0f + col;
+  st.image[st.index(1, 49, 79)] = 5.0f;
+  st.image[st.index(1, 0, 31)] = 2.0f;
+  st.image[st.index(1, 16, 32)] = 3.0f;
+  expect_matches_oracle(st);
+}
+
+TEST_F(GpuTensorCoreEveryRadius, DeterministicModeIsBitwiseReproducible) {
+  const testing::Stack st = testing::random_stack("tensor cores, determinism", 5200u, 3, 80, 96, 20, true);
+  options_.deterministic = true;
+  std::vector<float> first(st.shape.pixel_count()), again(st.shape.pixel_count());
+  const auto superposer = make_superposer(SuperpositionMethod::kGpuScatterTensorCore, options_);
+  superposer->superpose(st.input(), first.data());
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    superposer->superpose(st.input(), again.data());
+    ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float))) << "run " << repeat + 2;
+  }
+  expect_matches_oracle(st);
+}
+
+TEST_F(GpuTensorCoreEveryRadius, ACrossoverBelowOnePixelIsAConfigError) {
+  options_.tensor_core_min_radius_px = 0;
+  try {
+    make_superposer(SuperpositionMethod::kGpuScatterTensorCore, options_);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor_core_min_radius_px 0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -153,7 +153,8 @@ TEST_P(UniformSlices, LongRowsAndColumnsAtTheLargestRadius) {
 
 INSTANTIATE_TEST_SUITE_P(HostLaunchedScatters, UniformSlices,
                          ::testing::Values(SuperpositionMethod::kGpuScatterTiled,
-                                           SuperpositionMethod::kGpuScatterRegisterBlocked),
+                                           SuperpositionMethod::kGpuScatterRegisterBlocked,
+                                           SuperpositionMethod::kGpuScatterTensorCore),
                          testing::method_test_name<::testing::TestParamInfo<SuperpositionMethod>>);
 
 TEST(UniformSlicesDeviceDispatch, TheDeviceLaunchedTileScatterNeverSplits) {

@@ -22,6 +22,9 @@ const char* variant_name(SuperpositionVariant variant) {
     case SuperpositionVariant::kScatterTiledFixedRadius: return "scatter-tiled-fixed-r";
     case SuperpositionVariant::kRegisterBlocked: return "scatter-register-blocked";
     case SuperpositionVariant::kRegisterBlockedFixedRadius: return "scatter-register-blocked-fixed-r";
+    case SuperpositionVariant::kTensorCore: return "scatter-tensor-core";
+    case SuperpositionVariant::kTensorCoreDeterministic: return "scatter-tensor-core-deterministic";
+    case SuperpositionVariant::kTensorCoreFixedRadius: return "scatter-tensor-core-fixed-r";
   }
   return "unknown";
 }
@@ -89,13 +92,16 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   p.out = d_data.get() + 3 * n;
   const bool host_buckets = variant == SuperpositionVariant::kScatterTiled ||
                             variant == SuperpositionVariant::kScatterTiledDeterministic ||
-                            variant == SuperpositionVariant::kRegisterBlocked;
+                            variant == SuperpositionVariant::kRegisterBlocked ||
+                            variant == SuperpositionVariant::kTensorCore ||
+                            variant == SuperpositionVariant::kTensorCoreDeterministic;
   p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
   cuda::SeparableScratch separable_scratch;
   cuda::DeviceBuffer<unsigned char> scratch(cuda::analysis_bytes(p));
   const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
   p.fixed_scale = a.fixed_scale;
-  if (variant == SuperpositionVariant::kScatterTiledDeterministic) {
+  if (variant == SuperpositionVariant::kScatterTiledDeterministic ||
+      variant == SuperpositionVariant::kTensorCoreDeterministic) {
     d_fixed.reserve(n);
     p.out_fixed = d_fixed.get();
   }
@@ -135,6 +141,15 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         break;
       case SuperpositionVariant::kRegisterBlockedFixedRadius:
         cuda::launch_scatter_register_blocked_fixed_radius(p, fixed_radius, stream);
+        break;
+      case SuperpositionVariant::kTensorCore:
+      case SuperpositionVariant::kTensorCoreDeterministic:
+        cuda::launch_analyse(p, a, stream);
+        cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch, stream);
+        if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
+        break;
+      case SuperpositionVariant::kTensorCoreFixedRadius:
+        cuda::launch_scatter_tensor_core_fixed_radius(p, fixed_radius, stream);
         break;
     }
   };

@@ -63,6 +63,7 @@ void initialize_gpu_device(int index) {
   use_device(index, "initialize_gpu_device");
   PD_CUDA_CHECK(cudaFree(nullptr));  // creates the context
   cuda::prepare_tile_kernels();      // loads and configures the tile kernels
+  cuda::prepare_tensor_core_kernels();
 }
 
 std::size_t gpu_free_memory_bytes(int index) {
@@ -108,6 +109,7 @@ struct DeviceSuperposer::Impl {
     // Uniform-σ slices take the separable passes on the host-launched scatter
     // paths (the device-side dispatcher launches tile buckets only).
     const bool host_buckets = method == SuperpositionMethod::kGpuScatterRegisterBlocked ||
+                              method == SuperpositionMethod::kGpuScatterTensorCore ||
                               (method == SuperpositionMethod::kGpuScatterTiled &&
                                options.tile_dispatch == TileDispatch::kFromHost);
     p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
@@ -137,6 +139,9 @@ struct DeviceSuperposer::Impl {
         break;
       case SuperpositionMethod::kGpuScatterRegisterBlocked:
         counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, stream);
+        break;
+      case SuperpositionMethod::kGpuScatterTensorCore:
+        counts = cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch, stream);
         break;
       case SuperpositionMethod::kGpuScatterAtomic:
         cuda::launch_fixed_scale(p, a, stream);
@@ -182,6 +187,9 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   if (!(options.cutoff_sigmas > 0.0 && options.cutoff_sigmas <= 10.0))
     throw InputError("superposition: cut-off " + std::to_string(options.cutoff_sigmas) +
                      " sigma is outside the accepted range (0, 10]");
+  if (options.tensor_core_min_radius_px < 1)
+    throw ConfigError("superposition: tensor_core_min_radius_px " + std::to_string(options.tensor_core_min_radius_px) +
+                      " is below the accepted minimum 1 px");
   impl_->method = method;
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");

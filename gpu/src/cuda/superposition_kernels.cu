@@ -12,35 +12,13 @@
 #include "protondose/gpu/cuda/per_device_setting.cuh"
 #include "protondose/core/error.h"
 #include "protondose/gpu/gaussian_kernel.h"
+#include "superposition_device.cuh"
 #include "superposition_kernels.cuh"
 
 namespace protondose::cuda {
 namespace {
 
 // ---------------------------------------------------------------- device helpers
-
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-
-/// 1 / (√2 σ), the argument scale of Eq. 4; 0 flags local deposition (σ ≈ 0).
-__device__ inline float erf_scale(float sigma_px) {
-  return sigma_px < kLocalDepositSigmaPx ? 0.0f : kInvSqrt2 / sigma_px;
-}
-
-/// K(d, σ) for d ≥ 0, with a = erf_scale(σ). erfc differences keep the tail
-/// weights accurate in float (erf differences near 1 would cancel).
-__device__ inline float gaussian_weight(int d, float a) {
-  if (a == 0.0f) return d == 0 ? 1.0f : 0.0f;
-  if (d == 0) return 1.0f - erfcf(0.5f * a);
-  return 0.5f * (erfcf((d - 0.5f) * a) - erfcf((d + 0.5f) * a));
-}
-
-/// Adds `value` to output pixel `index`, in float or in fixed point.
-__device__ inline void accumulate(const StackParams& p, std::size_t index, float value) {
-  if (p.out_fixed)
-    atomicAdd(p.out_fixed + index, to_fixed(value, *p.fixed_scale));
-  else
-    atomicAdd(p.out + index, value);
-}
 
 __device__ inline bool is_valid_value(float v) { return v >= 0.0f && v <= 3.0e38f; }  // false for NaN, Inf, < 0
 
@@ -729,6 +707,24 @@ void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radi
                      std::to_string(kMaxTileRadiusPx));
   launch_register_blocked_radius<kMaxTileRadiusPx>(radius, p.tile_count(), nullptr, p, stream);
   PD_CUDA_CHECK_LAUNCH("scatter_register_blocked_kernel");
+}
+
+DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
+                                          SeparableScratch& separable_scratch, cudaStream_t stream) {
+  prepare_tile_kernels();
+  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
+    if (radius >= std::max(1, min_radius))
+      launch_scatter_tensor_core_tiles(radius, count, tiles, p, stream);
+    else
+      launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
+  });
+}
+
+void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
+  if (radius < 1 || radius > kMaxTileRadiusPx)
+    throw InputError("tensor-core scatter: radius " + std::to_string(radius) + " px outside 1.." +
+                     std::to_string(kMaxTileRadiusPx));
+  launch_scatter_tensor_core_tiles(radius, p.tile_count(), nullptr, p, stream);
 }
 
 void launch_scatter_atomic(const StackParams& p, cudaStream_t stream) {

@@ -111,6 +111,20 @@ DispatchCounts launch_scatter_register_blocked(const StackParams& p, const Stack
                                                SeparableScratch& separable_scratch, cudaStream_t stream);
 /// The register-blocked kernel with one radius for every tile of the stack.
 void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
+/// The tensor-core scatter (scatter_tensor_core.cu) over every non-empty
+/// bucket, launched from the host: bucket radii ≥ min_radius (and ≤
+/// kMaxTileRadiusPx) on the tensor cores, smaller ones on the tile scatter,
+/// the general bucket on the global-atomics scatter; the separable passes over
+/// the uniform slices as above. Also writes the fixed-point scale.
+DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
+                                          SeparableScratch& separable_scratch, cudaStream_t stream);
+/// The tensor-core kernel with one radius (1 … kMaxTileRadiusPx) for every tile of the stack.
+void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
+/// The tensor-core kernel over `count` tiles of radius `radius` (1 … kMaxTileRadiusPx; tiles null: every tile).
+void launch_scatter_tensor_core_tiles(int radius, int count, const int* tiles, const StackParams& p,
+                                      cudaStream_t stream);
+/// Sets the tensor-core kernels' shared-memory limits on the current device (once per device).
+void prepare_tensor_core_kernels();
 /// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
 /// Global-atomics scatter, one thread per input pixel, any radius.

@@ -65,6 +65,10 @@ inline constexpr int kMaxKernelRadiusPx = 256;
 /// radius exceeds it go to the general path (global-atomics scatter).
 inline constexpr int kMaxTileRadiusPx = 32;
 
+/// kGpuScatterTensorCore's default crossover radius (pixels): buckets of
+/// smaller radius run on the tile scatter (SuperpositionOptions::tensor_core_min_radius_px).
+inline constexpr int kTensorCoreMinRadiusPx = 4;
+
 /// Who launches the per-radius grids of the tiled scatter (kGpuScatterTiled).
 /// Measured on an H100 (docs/benchmarks.md), the same tile kernels run about
 /// 1.8× slower when launched from the device than from the host, so the
@@ -95,6 +99,12 @@ struct SuperpositionOptions {
   /// slices; heterogeneous patients rarely do. False forces the scatter (for
   /// the benchmark's comparisons).
   bool separable_uniform_slices = true;
+  /// kGpuScatterTensorCore: bucket radii from this value up to
+  /// kMaxTileRadiusPx run on the tensor cores, smaller ones on the paper's
+  /// tile scatter (where the tensor-core tiles would be mostly zeros). The
+  /// default is the crossover measured on an H100 (docs/ks-core.md); 1 sends
+  /// every radius to the tensor cores (tests, benchmark).
+  int tensor_core_min_radius_px = kTensorCoreMinRadiusPx;
 };
 
 /// The implementations, named by what differs. All compute the same sum.
@@ -109,6 +119,14 @@ enum class SuperpositionMethod {
   /// scatter. Exact, but measured 0.62–1.05× the tiled scatter on an H100
   /// (docs/ks-core.md), so the engine does not use it.
   kGpuScatterRegisterBlocked,
+  /// The scatter as matrix products on the tensor cores: for each source row
+  /// of a tile, the contributions of 8 pixels to a 16 × 8 output block are the
+  /// product of a 16 × 8 matrix of their horizontal weights and an 8 × 8
+  /// matrix of value × vertical weight (mma.sync m16n8k8, TF32 operands split
+  /// into high and low parts, three products per block: float accuracy).
+  /// Same buckets as the tiled scatter; radii below
+  /// SuperpositionOptions::tensor_core_min_radius_px run on the tile scatter.
+  kGpuScatterTensorCore,
 };
 
 /// Stable lowercase name ("cpu-reference", "gpu-gather-exact", ...).
