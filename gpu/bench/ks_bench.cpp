@@ -108,10 +108,11 @@ TapCounts count_taps(const HostStack& st, int fixed_radius) {
 }
 
 // Products the tensor-core kernel executes (scatter_tensor_core.cu): per tile
-// of radius R ≥ min_radius, per source row and 8-pixel group with a non-zero
-// pixel, one 16 × 8 × 8 block product for every output block of the warp
-// quadrants that the band reaches. Counts products (each a three-term TF32
-// product), the kernel's own "executed taps".
+// of radius R ≥ min_radius (class RB = ⌈R/8⌉), per source row that reaches a
+// warp's 16-row block and per 8-pixel group with a non-zero pixel, one
+// 16 × 8 × 8 block product for each of the 2RB + 1 column blocks of the band.
+// Counts products (each a three-term TF32 product): the kernel's own
+// "executed taps".
 double tensor_core_products(const HostStack& st, int min_radius) {
   const int tile_cols = 32, tile_rows = 16;
   const int tiles_x = (st.shape.cols + tile_cols - 1) / tile_cols, tiles_y = (st.shape.rows + tile_rows - 1) / tile_rows;
@@ -131,21 +132,13 @@ double tensor_core_products(const HostStack& st, int min_radius) {
             group_on[row * 4 + col / 8] = true;
           }
         if (R < std::max(1, min_radius) || R > pd::kMaxTileRadiusPx) continue;
-        const int rb = (R + 7) / 8, column_halo = (8 * rb + 15) / 16;
-        const int column_blocks = 2 + 2 * column_halo, row_blocks = 2 + 2 * rb;
-        for (int row = 0; row < tile_rows; ++row)
-          for (int group = 0; group < 4; ++group) {
-            if (!group_on[row * 4 + group]) continue;
-            int columns = 0, rows = 0;
-            for (int j = 0; j < column_blocks; ++j) {
-              const int c = -16 * column_halo + 16 * j - 8 * group;
-              columns += c - 7 <= R && c + 15 >= -R;
-            }
-            for (int k = 0; k < row_blocks; ++k) {
-              const int e = -8 * rb + 8 * k - row;
-              rows += e <= R && e + 7 >= -R;
-            }
-            products += 1024.0 * columns * rows;  // quadrants split the pairs, they do not add any
+        const int rb = (R + 7) / 8;
+        for (int warp = 0; warp <= rb; ++warp)
+          for (int row = 0; row < tile_rows; ++row) {
+            const int e = -8 * rb + 16 * warp - row;
+            if (e > R || e + 15 < -R) continue;
+            for (int group = 0; group < 4; ++group)
+              if (group_on[row * 4 + group]) products += 1024.0 * (2 * rb + 1);
           }
       }
   return products;
@@ -423,17 +416,27 @@ int main(int argc, char** argv) {
       // The crossover: one 512² image per fixed radius, every tile at r (the paper's experiment).
       report.line("Crossover, 512² (64 slices), every tile at fixed r: tile scatter vs tensor cores");
       report.line("");
-      report.line("| r | tiled fixed r (ms) | tensor cores fixed r (ms) | tensor cores / tiled | paper-executed taps/s (tensor cores) |");
-      report.line("|---|---|---|---|---|");
+      report.line("| r | tiled fixed r (ms) | tensor cores fixed r, fresh row sums (ms) | chained accumulation (ms) | "
+                  "tensor cores / tiled | paper-executed taps/s (fresh, chained) | useful taps/s (fresh) | "
+                  "max rel. error vs gather (tiled, fresh, chained) |");
+      report.line("|---|---|---|---|---|---|---|---|");
       for (int r : quick ? std::vector<int>{2, 4, 8} : std::vector<int>{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
         const HostStack st = paper_stack(6000u + r, quick ? 8 : 64, 512, 512, r);
         const pd::SuperpositionOptions defaults;
         const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), defaults, r, warmup, repetitions);
         const auto tc = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadius, st.input(), defaults, r, warmup, repetitions);
+        const auto chained = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadiusChained, st.input(), defaults, r, warmup, repetitions);
+        const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), defaults, 0, 0, 1);
+        const std::vector<double> reference = to_double(gather.output);
         const TapCounts taps = count_taps(st, r);
         report.line("| " + std::to_string(r) + " | " + fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", tc.median_ms) +
-                    " | " + fmt("%.2f", tc.median_ms / tiled.median_ms) + " | " +
-                    fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + " |");
+                    " | " + fmt("%.3f", chained.median_ms) + " | " + fmt("%.2f", tc.median_ms / tiled.median_ms) + " | " +
+                    fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + ", " +
+                    fmt("%.2e", taps.executed / (chained.median_ms * 1e-3)) + " | " +
+                    fmt("%.2e", taps.useful / (tc.median_ms * 1e-3)) + " | " +
+                    fmt("%.1e", relative_error(tiled.output, reference)) + ", " +
+                    fmt("%.1e", relative_error(tc.output, reference)) + ", " +
+                    fmt("%.1e", relative_error(chained.output, reference)) + " |");
       }
       report.line("");
     }

@@ -21,7 +21,8 @@ enum class SuperpositionVariant {
   kRegisterBlockedFixedRadius,///< the register-blocked kernel with r = fixed_radius for every tile
   kTensorCore,                ///< analysis + tensor-core scatter over the buckets (options.tensor_core_min_radius_px)
   kTensorCoreDeterministic,   ///< the same with fixed-point flushes
-  kTensorCoreFixedRadius,     ///< the tensor-core kernel with r = fixed_radius for every tile
+  kTensorCoreFixedRadius,     ///< the tensor-core kernel with r = fixed_radius for every tile (fresh row sums)
+  kTensorCoreFixedRadiusChained,  ///< the same, one mma chain per output block
 };
 
 const char* variant_name(SuperpositionVariant variant);

@@ -25,6 +25,7 @@ const char* variant_name(SuperpositionVariant variant) {
     case SuperpositionVariant::kTensorCore: return "scatter-tensor-core";
     case SuperpositionVariant::kTensorCoreDeterministic: return "scatter-tensor-core-deterministic";
     case SuperpositionVariant::kTensorCoreFixedRadius: return "scatter-tensor-core-fixed-r";
+    case SuperpositionVariant::kTensorCoreFixedRadiusChained: return "scatter-tensor-core-fixed-r-chained";
   }
   return "unknown";
 }
@@ -149,7 +150,11 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
         break;
       case SuperpositionVariant::kTensorCoreFixedRadius:
-        cuda::launch_scatter_tensor_core_fixed_radius(p, fixed_radius, stream);
+        cuda::launch_scatter_tensor_core_fixed_radius(p, fixed_radius, cuda::TensorCoreAccumulation::kFreshRowSums,
+                                                      stream);
+        break;
+      case SuperpositionVariant::kTensorCoreFixedRadiusChained:
+        cuda::launch_scatter_tensor_core_fixed_radius(p, fixed_radius, cuda::TensorCoreAccumulation::kChained, stream);
         break;
     }
   };

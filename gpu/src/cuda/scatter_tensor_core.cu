@@ -12,7 +12,8 @@
 //   A[m][k] = K(Xb + m − x_k, σx(x_k, y))              (16 × 8: horizontal weights)
 //   B[k][n] = I(x_k, y) · K(Yb + n − y, σy(x_k, y))     (8 × 8: value × vertical weight)
 //
-// — one mma.sync.m16n8k8 per block, each pixel keeping its own σx and σy. A
+// — one mma.sync.m16n8k8 per block, each pixel keeping its own σx and σy (the
+// kernel below puts output rows on M and columns on N, the same sum). A
 // pixel's kernel reaches 2R+1 columns, so A is banded and a block is computed
 // only where the band meets it (37 % of the products are inside the band at
 // R = 8, 57 % at R = 16). The tensor cores take TF32 operands (10-bit
@@ -21,10 +22,10 @@
 // (the neglected lo·lo is 2⁻²² of it).
 //
 // Numerics of the accumulation: the tensor cores' FP32 accumulation is not
-// round-to-nearest, so a long chain of mma into one accumulator can drift by
-// an ulp per step. Each source row's products therefore go into fresh
-// accumulators (a chain of at most 3 × 5 mma), which are then added to the
-// running sums with ordinary float additions.
+// documented as round-to-nearest, so a long chain of mma into one accumulator
+// could drift by up to an ulp per step. The kernel can sum each source row
+// into fresh accumulators (a chain of 12 mma) that are then added in float;
+// both accumulations are measured (docs/ks-core.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -41,48 +42,48 @@ namespace {
 
 // ---------------------------------------------------------------- layout
 
-/// Four warps per tile; warp w owns one quadrant of the tile's output blocks
-/// (left/right half of the 16-column blocks × top/bottom half of the 8-row
-/// blocks). The band makes the four quadrants equally busy (each 1/4 of the
-/// block products at R = 8·RB).
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = 32 * kMmaWarps;
 /// The weight tables are built for this many source rows of the tile at a time.
 constexpr int kChunkRows = 8;
 constexpr int kChunkPixels = kChunkRows * kTileCols;
 /// Row stride (floats) of the tables [d][pixel]: ≡ 4 (mod 32), so that the 32
-/// lanes' fragment loads (8 consecutive d × 4 consecutive pixels) fall in 32
+/// lanes' fragment loads (8 values of d × 4 consecutive pixels) fall in 32
 /// different banks.
 constexpr int kTableStride = kChunkPixels + 4;
 static_assert(kTableStride % 32 == 4, "fragment loads would conflict");
 static_assert(kTileRows % kChunkRows == 0, "chunks must cover the tile");
 static_assert(kTileCols == 32, "the tile is four 8-pixel groups wide");
 
-/// Sizes for the radius class RB: tiles of radius R ≤ 8·RB.
+/// Sizes for the radius class RB: tiles of radius R ≤ 8·RB. The output region
+/// [x0 − 8RB, x0 + 31 + 8RB] × [y0 − 8RB, y0 + 15 + 8RB] is cut into 16-row ×
+/// 8-column blocks (the mma's M × N); warp w owns 16-row block w, all of its
+/// column blocks. Every source row of the tile reaches every 16-row block
+/// (16 + 16RB rows ≥ 2R + 16), so the warps are equally busy.
 template <int RB>
 struct MmaGeometry {
   static constexpr int kRadiusMax = 8 * RB;
   /// Table entries d = 0 … kRadiusMax, then a zero sentinel that every larger
   /// |d| is clamped to.
   static constexpr int kTableEntries = kRadiusMax + 2;
-  /// 16-column output blocks left of the tile: they cover x0 − kRadiusMax.
-  static constexpr int kColumnHalo = (kRadiusMax + 15) / 16;
-  static constexpr int kColumnBlocks = 2 + 2 * kColumnHalo;  ///< cover [x0 − R, x0 + 31 + R]
-  static constexpr int kRowBlocks = 2 + 2 * RB;              ///< 8-row blocks over [y0 − R, y0 + 15 + R]
-  static constexpr int kWarpColumnBlocks = kColumnBlocks / 2;
-  static constexpr int kWarpRowBlocks = kRowBlocks / 2;
+  static constexpr int kColumnBlocks = 4 + 2 * RB;
+  static constexpr int kRowBlocks = 1 + RB;
+  static constexpr int kWarps = kRowBlocks;
+  static constexpr int kThreads = 32 * kWarps;
+  /// Column blocks that 8 source pixels x0 + 8G … + 7 reach at R = 8·RB:
+  /// blocks G … G + 2RB (block J starts at x0 − 8RB + 8J).
+  static constexpr int kBand = 2 * RB + 1;
+  static constexpr int kRegionCols = 8 * kColumnBlocks, kRegionRows = 16 * kRowBlocks;
   static constexpr int kSharedBytes = 2 * kTableEntries * kTableStride * static_cast<int>(sizeof(float));
+  static_assert(kRegionCols * kRegionRows <= 2 * kTableEntries * kTableStride, "the flush reuses the tables");
 };
 
 // ---------------------------------------------------------------- device helpers
 
-/// TF32 high part (round to nearest) and the exact float remainder, whose own
-/// low bits the tensor core drops (≤ 2⁻²¹ of x).
+/// TF32 high part (the float truncated to TF32's 10 mantissa bits) and the
+/// exact float remainder, |lo| < 2⁻¹⁰|x|, whose own low bits the tensor core
+/// drops (≤ 2⁻²⁰|x|). Two instructions, against five for cvt.rna.tf32.
 __device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  uint32_t h;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
-  hi = h;
-  lo = __float_as_uint(x - __uint_as_float(h));
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi));
 }
 
 /// d[16×8] += a[16×8] · b[8×8] on the tensor cores (TF32 in, FP32 accumulate).
@@ -95,7 +96,7 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// Index of |d| in a weight table: d itself up to kRadiusMax, else the zero sentinel.
+/// Row of |d| in a weight table: d itself up to kRadiusMax, else the zero sentinel.
 template <int kRadiusMax>
 __device__ inline int table_row(int d) {
   return min(abs(d), kRadiusMax + 1);
@@ -131,21 +132,30 @@ __device__ inline void write_weight_column(float* table, int pixel, float sigma_
 // ---------------------------------------------------------------- kernel
 
 /// One block per bucket tile (32 × 16 source pixels) of radius `radius` ≤ 8·RB.
-/// Per chunk of 8 source rows the block writes, for each pixel, its horizontal
-/// weights K(d, σx) and its value × vertical weights I·K(d, σy) into shared
-/// tables [d][pixel]; then each warp multiplies, row by row and 8 pixels at a
-/// time, the fragments of its quadrant of output blocks that the band reaches.
-/// The sums stay in registers until one flush per output cell (atomics, as
-/// the tile scatter: tiles overlap in their halos).
-template <int RB>
-__global__ void __launch_bounds__(kMmaThreads)
+///
+/// As products (M = 16 output rows Y = Yb + m, N = 8 output columns
+/// X = Xb + n, K = 8 source pixels x_k of one row y):
+///   A[m][k] = I(x_k, y) · K(Yb + m − y, σy),   B[k][n] = K(Xb + n − x_k, σx).
+/// Per chunk of 8 source rows the block writes, for each pixel, its value ×
+/// vertical weights and its horizontal weights into shared tables [d][pixel];
+/// then warp w, row by row and 8 pixels at a time, multiplies one A fragment
+/// (its 16-row block) by the B fragments of the 2RB + 1 column blocks the
+/// group reaches. A's table row depends on the lane's g and the source row
+/// only, B's on g − t and the block offset only: every fragment element is one
+/// shared load at a per-lane address plus a compile-time offset, and the
+/// band's blocks are compile-time — no index arithmetic or branches per
+/// product. kFreshRowSums: each source row sums into fresh accumulators that
+/// are then added in float (guards against the tensor cores' accumulation
+/// rounding over long chains; measured in docs/ks-core.md).
+template <int RB, bool kFreshRowSums>
+__global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
     scatter_tensor_core_kernel(StackParams p, const int* tile_list, int radius) {
   using G = MmaGeometry<RB>;
-  constexpr int WC = G::kWarpColumnBlocks, WR = G::kWarpRowBlocks;
+  constexpr int kColumnBlocks = G::kColumnBlocks;
   extern __shared__ float tables[];
-  __shared__ unsigned int row_mask[kChunkRows];             // bit i: pixel x0 + i of the row is non-zero
-  float* kx = tables;                                       // [d][pixel]: K(d, σx)
-  float* kyv = tables + G::kTableEntries * kTableStride;    // [d][pixel]: I · K(d, σy)
+  __shared__ unsigned int row_mask[kChunkRows];           // bit i: pixel x0 + i of the row is non-zero
+  float* kyv = tables;                                     // [d][pixel]: I · K(d, σy)
+  float* kx = tables + G::kTableEntries * kTableStride;    // [d][pixel]: K(d, σx)
 
   const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
   const int tx = tile % p.tiles_x;
@@ -156,26 +166,29 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  // This warp's output blocks: columns Xb = x0 − 16·halo + 16·(first_column + jj),
-  // rows Yb = y0 − 8·RB + 8·(first_row + kk).
-  const int first_column = (warp & 1) * WC, first_row = (warp >> 1) * WR;
-  const int column_origin = x0 - 16 * G::kColumnHalo + 16 * first_column;
-  const int row_origin = y0 - 8 * RB + 8 * first_row;
+  const int block_row0 = y0 - 8 * RB + 16 * warp;  // Yb of this warp's 16-row block
 
-  float sum[WC][WR][4];
+  // B's table offsets per block offset δ = J − RB − G ∈ [−RB, RB] (column block
+  // J, pixel group G): B[t][g] = K(8δ + g − t) of pixel t, B[t+4][g] = K(8δ + g − t − 4) of pixel t + 4.
+  int b_offset[G::kBand][2];
 #pragma unroll
-  for (int jj = 0; jj < WC; ++jj)
+  for (int i = 0; i < G::kBand; ++i) {
+    const int delta = i - RB;
+    b_offset[i][0] = table_row<G::kRadiusMax>(8 * delta + g - t) * kTableStride + t;
+    b_offset[i][1] = table_row<G::kRadiusMax>(8 * delta + g - t - 4) * kTableStride + t + 4;
+  }
+
+  float sum[kColumnBlocks][4];
 #pragma unroll
-    for (int kk = 0; kk < WR; ++kk)
+  for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) sum[jj][kk][q] = 0.0f;
+    for (int q = 0; q < 4; ++q) sum[j][q] = 0.0f;
 
 #pragma unroll 1
   for (int chunk = 0; chunk < kTileRows; chunk += kChunkRows) {
-    // Weight tables of the chunk's pixels (one pixel per thread per pass:
-    // warp w builds rows w, w + 4; pixels outside the slice are zeros).
-    static_assert(kChunkPixels % kMmaThreads == 0, "every warp builds whole rows");
-    for (int q = threadIdx.x; q < kChunkPixels; q += kMmaThreads) {
+    // Weight tables of the chunk's pixels: one pixel per thread per pass, a
+    // warp builds whole rows; pixels outside the slice are zeros.
+    for (int q = threadIdx.x; q < kChunkPixels; q += G::kThreads) {
       const int x = x0 + q % kTileCols, y = y0 + chunk + q / kTileCols;
       float v = 0.0f, sx = 0.0f, sy = 0.0f;
       if (x < p.cols && y < p.rows) {
@@ -184,8 +197,8 @@ __global__ void __launch_bounds__(kMmaThreads)
         sx = p.sigma_x[i];
         sy = p.sigma_y[i];
       }
-      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f);
       write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v);
+      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f);
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
@@ -194,97 +207,107 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll 1
     for (int row = 0; row < kChunkRows; ++row) {
       const int y = y0 + chunk + row;
-      if (y >= p.rows) break;  // the same for the whole block: no barrier inside this loop
       const unsigned int mask = row_mask[row];
-      if (mask == 0u) continue;  // an all-zero source row adds nothing
-      float part[WC][WR][4];
+      const int e = block_row0 - y;  // A[m][k] = I·K(e + m)
+      // Warp-uniform; no barrier inside this loop. Rows outside the slice are zero.
+      if (mask == 0u || e > radius || e + 15 < -radius) continue;
+      const int rowbase = row * kTileCols;
+      const int a_offset0 = table_row<G::kRadiusMax>(e + g) * kTableStride + t + rowbase;
+      const int a_offset1 = table_row<G::kRadiusMax>(e + g + 8) * kTableStride + t + rowbase;
+      const auto multiply_row = [&](float(&acc)[kColumnBlocks][4]) {
 #pragma unroll
-      for (int jj = 0; jj < WC; ++jj)
+        for (int group = 0; group < kTileCols / 8; ++group) {
+          if (((mask >> (8 * group)) & 0xffu) == 0u) continue;  // warp-uniform: 8 zero pixels
+          uint32_t a_hi[4], a_lo[4];
+          split_tf32(kyv[a_offset0 + 8 * group], a_hi[0], a_lo[0]);
+          split_tf32(kyv[a_offset1 + 8 * group], a_hi[1], a_lo[1]);
+          split_tf32(kyv[a_offset0 + 8 * group + 4], a_hi[2], a_lo[2]);
+          split_tf32(kyv[a_offset1 + 8 * group + 4], a_hi[3], a_lo[3]);
 #pragma unroll
-        for (int kk = 0; kk < WR; ++kk)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) part[jj][kk][q] = 0.0f;
-
-#pragma unroll
-      for (int group = 0; group < kTileCols / 8; ++group) {
-        if (((mask >> (8 * group)) & 0xffu) == 0u) continue;  // warp-uniform: 8 zero pixels
-        const int xb = x0 + 8 * group;
-        const int pixel = row * kTileCols + 8 * group + t;  // A column / B row t is pixel xb + t
-        // A fragments of this warp's column blocks that the band reaches:
-        // A[m][k] = K(c + m − k), c = Xb − xb, m − k ∈ [−7, 15].
-        uint32_t a_hi[WC][4], a_lo[WC][4];
-        bool column_on[WC];
-#pragma unroll
-        for (int jj = 0; jj < WC; ++jj) {
-          const int c = column_origin + 16 * jj - xb;
-          column_on[jj] = c - 7 <= radius && c + 15 >= -radius;
-          if (column_on[jj]) {
-            const float e0 = kx[table_row<G::kRadiusMax>(c + g - t) * kTableStride + pixel];
-            const float e1 = kx[table_row<G::kRadiusMax>(c + g + 8 - t) * kTableStride + pixel];
-            const float e2 = kx[table_row<G::kRadiusMax>(c + g - t - 4) * kTableStride + pixel + 4];
-            const float e3 = kx[table_row<G::kRadiusMax>(c + g + 4 - t) * kTableStride + pixel + 4];
-            split_tf32(e0, a_hi[jj][0], a_lo[jj][0]);
-            split_tf32(e1, a_hi[jj][1], a_lo[jj][1]);
-            split_tf32(e2, a_hi[jj][2], a_lo[jj][2]);
-            split_tf32(e3, a_hi[jj][3], a_lo[jj][3]);
+          for (int i = 0; i < G::kBand; ++i) {
+            uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
+            split_tf32(kx[b_offset[i][0] + rowbase + 8 * group], b0_hi, b0_lo);
+            split_tf32(kx[b_offset[i][1] + rowbase + 8 * group], b1_hi, b1_lo);
+            float(&c)[4] = acc[group + i];  // column block J = G + RB + δ = G + i
+            // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
+            mma_tf32(c, a_lo, b0_hi, b1_hi);
+            mma_tf32(c, a_hi, b0_lo, b1_lo);
+            mma_tf32(c, a_hi, b0_hi, b1_hi);
           }
         }
+      };
+      if constexpr (kFreshRowSums) {
+        float part[kColumnBlocks][4];
 #pragma unroll
-        for (int kk = 0; kk < WR; ++kk) {
-          // B[k][n] = I·K(e + n) of pixel xb + k, e = Yb − y, n ∈ [0, 7].
-          const int e = row_origin + 8 * kk - y;
-          if (e > radius || e + 7 < -radius) continue;
-          const int d = table_row<G::kRadiusMax>(e + g) * kTableStride + pixel;
-          uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
-          split_tf32(kyv[d], b0_hi, b0_lo);
-          split_tf32(kyv[d + 4], b1_hi, b1_lo);
+        for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
-          for (int jj = 0; jj < WC; ++jj) {
-            if (!column_on[jj]) continue;
-            // Small terms first; the neglected lo·lo is ≤ 2⁻²² of the product.
-            mma_tf32(part[jj][kk], a_lo[jj], b0_hi, b1_hi);
-            mma_tf32(part[jj][kk], a_hi[jj], b0_lo, b1_lo);
-            mma_tf32(part[jj][kk], a_hi[jj], b0_hi, b1_hi);
-          }
-        }
+          for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+        multiply_row(part);
+#pragma unroll
+        for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) sum[j][q] += part[j][q];
+      } else {
+        multiply_row(sum);
       }
-#pragma unroll
-      for (int jj = 0; jj < WC; ++jj)
-#pragma unroll
-        for (int kk = 0; kk < WR; ++kk)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) sum[jj][kk][q] += part[jj][kk][q];
     }
-    __syncthreads();  // every warp is done with the tables before the next chunk rewrites them
+    __syncthreads();  // every warp is done with the tables before they are rewritten
   }
 
-  // Flush: C[m][n] of block (jj, kk) is output column Xb + m, row Yb + n.
+  // Flush through shared memory (the tables are free now): each warp stores
+  // its 16 rows of the region, then the block adds the region to the output
+  // row by row (consecutive lanes, consecutive columns), one atomic per
+  // non-zero cell inside the slice, as the tile scatter does.
+  float* region = tables;  // [kRegionRows][kRegionCols], origin (x0 − 8RB, y0 − 8RB)
 #pragma unroll
-  for (int jj = 0; jj < WC; ++jj)
+  for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
-    for (int kk = 0; kk < WR; ++kk)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float v = sum[jj][kk][q];
-        if (v == 0.0f) continue;
-        const int X = column_origin + 16 * jj + g + 8 * (q >> 1);
-        const int Y = row_origin + 8 * kk + 2 * t + (q & 1);
-        if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
-        accumulate(p, s * plane + static_cast<std::size_t>(Y) * p.cols + X, v);
-      }
+    for (int q = 0; q < 4; ++q)
+      region[(16 * warp + g + 8 * (q >> 1)) * G::kRegionCols + 8 * j + 2 * t + (q & 1)] = sum[j][q];
+  __syncthreads();
+  for (int c = threadIdx.x; c < G::kRegionRows * G::kRegionCols; c += G::kThreads) {
+    const float v = region[c];
+    if (v == 0.0f) continue;
+    const int Y = y0 - 8 * RB + c / G::kRegionCols, X = x0 - 8 * RB + c % G::kRegionCols;
+    if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
+    accumulate(p, s * plane + static_cast<std::size_t>(Y) * p.cols + X, v);
+  }
 }
 
-template <int RB>
+/// Which accumulation the dispatcher uses (docs/ks-core.md: both measured).
+constexpr bool kFreshRowSumsDefault = true;
+
+template <int RB, bool kFresh>
 void configure_radius_class() {
-  PD_CUDA_CHECK(cudaFuncSetAttribute(scatter_tensor_core_kernel<RB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const auto kernel = scatter_tensor_core_kernel<RB, kFresh>;
+  PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      MmaGeometry<RB>::kSharedBytes));
-  PD_CUDA_CHECK(cudaFuncSetAttribute(scatter_tensor_core_kernel<RB>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
 }
 
-template <int RB>
-void launch_radius_class(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
-  scatter_tensor_core_kernel<RB><<<count, kMmaThreads, MmaGeometry<RB>::kSharedBytes, stream>>>(p, tiles, radius);
+template <bool kFresh>
+void configure_accumulation() {
+  configure_radius_class<1, kFresh>();
+  configure_radius_class<2, kFresh>();
+  configure_radius_class<3, kFresh>();
+  configure_radius_class<4, kFresh>();
+}
+
+template <bool kFresh>
+void launch_accumulation(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
+  switch ((radius + 7) / 8) {
+#define PD_LAUNCH_CLASS(RB)                                                                                      \
+  case RB:                                                                                                       \
+    scatter_tensor_core_kernel<RB, kFresh>                                                                       \
+        <<<count, MmaGeometry<RB>::kThreads, MmaGeometry<RB>::kSharedBytes, stream>>>(p, tiles, radius);         \
+    break;
+    PD_LAUNCH_CLASS(1)
+    PD_LAUNCH_CLASS(2)
+    PD_LAUNCH_CLASS(3)
+    PD_LAUNCH_CLASS(4)
+#undef PD_LAUNCH_CLASS
+  }
 }
 
 }  // namespace
@@ -294,25 +317,23 @@ void launch_radius_class(int radius, int count, const int* tiles, const StackPar
 void prepare_tensor_core_kernels() {
   static PerDeviceSetting prepared;
   prepared.once([] {
-    configure_radius_class<1>();
-    configure_radius_class<2>();
-    configure_radius_class<3>();
-    configure_radius_class<4>();
+    configure_accumulation<true>();
+    configure_accumulation<false>();
   });
 }
 
 void launch_scatter_tensor_core_tiles(int radius, int count, const int* tiles, const StackParams& p,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream, TensorCoreAccumulation accumulation) {
   if (radius < 1 || radius > kMaxTileRadiusPx)
     throw InternalError("tensor-core scatter: radius " + std::to_string(radius) + " px outside 1.." +
                         std::to_string(kMaxTileRadiusPx));
   prepare_tensor_core_kernels();
-  switch ((radius + 7) / 8) {
-    case 1: launch_radius_class<1>(radius, count, tiles, p, stream); break;
-    case 2: launch_radius_class<2>(radius, count, tiles, p, stream); break;
-    case 3: launch_radius_class<3>(radius, count, tiles, p, stream); break;
-    default: launch_radius_class<4>(radius, count, tiles, p, stream); break;
-  }
+  const bool fresh = accumulation == TensorCoreAccumulation::kDefault ? kFreshRowSumsDefault
+                                                                       : accumulation == TensorCoreAccumulation::kFreshRowSums;
+  if (fresh)
+    launch_accumulation<true>(radius, count, tiles, p, stream);
+  else
+    launch_accumulation<false>(radius, count, tiles, p, stream);
   PD_CUDA_CHECK_LAUNCH("scatter_tensor_core_kernel");
 }
 
