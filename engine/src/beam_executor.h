@@ -30,7 +30,7 @@ struct HostLayerTables {
   const std::vector<double>* curve_cidd = nullptr;
   std::vector<double> energy_mev, scattering_factor, halo_weight, halo_sigma_mm;  ///< uniform WEPL tables
   std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< [slice]
-  kernels::LayerTables scalars{};  ///< the scalar fields; pointers are filled by the executor
+  kernels::LayerScalars scalars{};  ///< the scalar fields; the executor adds the pointers
 };
 
 /// Result of tracing the full (uncropped) grid.
@@ -139,8 +139,14 @@ class BeamExecutor {
   virtual void begin_plan(const Grid3& og) = 0;
 };
 
+/// The arithmetic of the CPU executor's layer images (kernels::layer_ray<Real>).
+enum class LayerArithmetic {
+  kDouble,  ///< the double-precision oracle
+  kFloat,   ///< the GPU executor's single precision: for tests that measure it without a GPU
+};
+
 /// CPU executor: host arrays, `threads` worker threads, the given superposer.
-std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads);
+std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads, LayerArithmetic arithmetic);
 
 /// GPU executor on CUDA device `device` with superposition `method`;
 /// UnavailableError without CUDA or without that device.

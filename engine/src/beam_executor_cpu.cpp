@@ -3,6 +3,7 @@
 // result does not depend on the thread count).
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 
 #include "beam_executor.h"
@@ -15,26 +16,47 @@ namespace {
 
 using kernels::BevGeometry;
 
-kernels::LayerTables bind(const HostLayerTables& h) {
-  kernels::LayerTables t = h.scalars;
+/// A layer table in the type of kernels::layer_ray<Real>: the host vector
+/// itself for double, a float copy kept in `copies` for float; null when empty.
+const double* table_as(const std::vector<double>& v, std::deque<std::vector<double>>&) {
+  return v.empty() ? nullptr : v.data();
+}
+const float* table_as(const std::vector<double>& v, std::deque<std::vector<float>>& copies) {
+  if (v.empty()) return nullptr;
+  copies.emplace_back(v.begin(), v.end());
+  return copies.back().data();
+}
+
+template <class Real>
+kernels::LayerTables<Real> bind(const HostLayerTables& h, std::deque<std::vector<Real>>& copies) {
+  kernels::LayerTables<Real> t{};
+  static_cast<kernels::LayerScalars&>(t) = h.scalars;
   t.fluence = h.fluence.data();
   t.curve_depth_mm = h.curve_depth_mm->data();
   t.curve_idd = h.curve_idd->data();
   t.curve_cidd = h.curve_cidd->data();
   t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
-  t.energy_mev = h.energy_mev.data();
-  t.scattering_factor = h.scattering_factor.data();
-  t.halo_weight = h.halo_weight.empty() ? nullptr : h.halo_weight.data();
-  t.halo_sigma_mm = h.halo_sigma_mm.empty() ? nullptr : h.halo_sigma_mm.data();
+  t.energy_mev = table_as(h.energy_mev, copies);
+  t.scattering_factor = table_as(h.scattering_factor, copies);
+  t.halo_weight = table_as(h.halo_weight, copies);
+  t.halo_sigma_mm = table_as(h.halo_sigma_mm, copies);
   t.wepl_nodes = static_cast<int>(h.energy_mev.size());
-  t.air_sigma_x_mm = h.air_sigma_x_mm.data();
-  t.air_sigma_y_mm = h.air_sigma_y_mm.data();
+  t.air_sigma_x_mm = table_as(h.air_sigma_x_mm, copies);
+  t.air_sigma_y_mm = table_as(h.air_sigma_y_mm, copies);
   return t;
 }
 
+/// Per row of the grid, what the layer images of its rays add up to.
+struct RowSums {
+  std::vector<double> energy_mev;
+  std::vector<int> overshoot_px;
+  std::vector<float> halo_variance_max_mm2;
+};
+
 class CpuBeamExecutor final : public BeamExecutor {
  public:
-  CpuBeamExecutor(Superposer& superposer, int threads) : superposer_(superposer), threads_(threads) {}
+  CpuBeamExecutor(Superposer& superposer, int threads, LayerArithmetic arithmetic)
+      : superposer_(superposer), threads_(threads), arithmetic_(arithmetic) {}
   bool on_device() const override { return false; }
 
   void set_patient(const PatientVolumes& v) override { patient_ = &v; }
@@ -115,30 +137,17 @@ class CpuBeamExecutor final : public BeamExecutor {
         bind_stack(shared_in, {wepl_far_.data(), density_.data(), rho_over_x_.data(), step_.data(), image_.data(),
                                sigma_x_.data(), sigma_y_.data(), halo ? halo_image_.data() : nullptr,
                                halo ? halo_variance_.data() : nullptr});
-    std::vector<double> row_energy(static_cast<std::size_t>(g.rows), 0.0);
-    std::vector<int> row_overshoot(static_cast<std::size_t>(g.rows), std::numeric_limits<int>::min());
-    std::vector<float> row_halo_variance_max(static_cast<std::size_t>(g.rows), 0.0f);
-    for (const HostLayerTables& h : layers) {
-      const kernels::LayerTables t = bind(h);
-      parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
-        for (std::size_t r = b; r < e; ++r) {
-          double energy = 0;
-          int overshoot = row_overshoot[r];
-          float halo_variance_max = row_halo_variance_max[r];
-          for (int c = 0; c < g.cols; ++c)
-            energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot, &halo_variance_max);
-          row_energy[r] += energy;
-          row_overshoot[r] = overshoot;
-          row_halo_variance_max[r] = halo_variance_max;
-        }
-      });
-    }
+    RowSums rows{std::vector<double>(static_cast<std::size_t>(g.rows), 0.0),
+                 std::vector<int>(static_cast<std::size_t>(g.rows), std::numeric_limits<int>::min()),
+                 std::vector<float>(static_cast<std::size_t>(g.rows), 0.0f)};
+    if (arithmetic_ == LayerArithmetic::kFloat) fill_layers<float>(s, layers, rows);
+    else fill_layers<double>(s, layers, rows);
     LayerImagesSummary out;
     out.overshoot_px = std::numeric_limits<int>::min();
-    for (std::size_t r = 0; r < row_energy.size(); ++r) {
-      out.energy_mev += row_energy[r];
-      out.overshoot_px = std::max(out.overshoot_px, row_overshoot[r]);
-      out.max_halo_variance_mm2 = std::max(out.max_halo_variance_mm2, static_cast<double>(row_halo_variance_max[r]));
+    for (std::size_t r = 0; r < rows.energy_mev.size(); ++r) {
+      out.energy_mev += rows.energy_mev[r];
+      out.overshoot_px = std::max(out.overshoot_px, rows.overshoot_px[r]);
+      out.max_halo_variance_mm2 = std::max(out.max_halo_variance_mm2, static_cast<double>(rows.halo_variance_max_mm2[r]));
     }
     return out;
   }
@@ -238,6 +247,28 @@ class CpuBeamExecutor final : public BeamExecutor {
   Volume<float> plan_dose() override { return plan_; }
 
  private:
+  /// The stack of every layer, layer by layer, with kernels::layer_ray<Real>.
+  template <class Real>
+  void fill_layers(const kernels::LayerStackArgs& s, const std::vector<HostLayerTables>& layers, RowSums& rows) {
+    const BevGeometry& g = s.grid;
+    for (const HostLayerTables& h : layers) {
+      std::deque<std::vector<Real>> copies;
+      const kernels::LayerTables<Real> t = bind(h, copies);
+      parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
+        for (std::size_t r = b; r < e; ++r) {
+          double energy = 0;
+          int overshoot = rows.overshoot_px[r];
+          float halo_variance_max = rows.halo_variance_max_mm2[r];
+          for (int c = 0; c < g.cols; ++c)
+            energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot, &halo_variance_max);
+          rows.energy_mev[r] += energy;
+          rows.overshoot_px[r] = overshoot;
+          rows.halo_variance_max_mm2[r] = halo_variance_max;
+        }
+      });
+    }
+  }
+
   void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
     const Grid3& og = beam_.grid;
     parallel_for_chunks(static_cast<std::size_t>(og.size[2]), threads_, [&](std::size_t b, std::size_t e, int) {
@@ -251,6 +282,7 @@ class CpuBeamExecutor final : public BeamExecutor {
 
   Superposer& superposer_;
   int threads_;
+  LayerArithmetic arithmetic_;
   const PatientVolumes* patient_ = nullptr;
   Volume<float> plan_, beam_;
   std::vector<float> rsp_, density_, wepl_far_, rho_over_x_, step_;
@@ -259,8 +291,8 @@ class CpuBeamExecutor final : public BeamExecutor {
 
 }  // namespace
 
-std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads) {
-  return std::make_unique<CpuBeamExecutor>(superposer, threads);
+std::unique_ptr<BeamExecutor> make_cpu_beam_executor(Superposer& superposer, int threads, LayerArithmetic arithmetic) {
+  return std::make_unique<CpuBeamExecutor>(superposer, threads, arithmetic);
 }
 
 }  // namespace protondose::engine

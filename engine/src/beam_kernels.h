@@ -86,17 +86,26 @@ PD_HD inline float sample_volume(const float* v, const int n[3], double ci, doub
 /// Mass density (g/cm³) below which a sample scatters nothing.
 constexpr double kMinScatteringDensity = 1e-6;
 
-/// Uniform table t[i] at x = i/inv_step: linear interpolation, clamped at both ends.
-PD_HD inline double uniform_table(const double* t, int n, double inv_step, double x) {
-  const double u = x * inv_step;
+/// Uniform table t[i] at x = i/inv_step: linear interpolation, clamped at both
+/// ends, in the table's type.
+template <class Real>
+PD_HD inline Real uniform_table(const Real* t, int n, Real inv_step, Real x) {
+  const Real u = x * inv_step;
   if (!(u > 0)) return t[0];
   const int i = static_cast<int>(u);
   if (i + 1 >= n) return t[n - 1];
-  const double f = u - i;
+  const Real f = u - i;
   return t[i] * (1 - f) + t[i + 1] * f;
 }
 
-
+/// sqrt, fmin and fmax of layer_ray<Real>'s type: the float overloads keep a
+/// float instantiation in single precision on the host as on the device.
+PD_HD inline double real_sqrt(double x) { return sqrt(x); }
+PD_HD inline float real_sqrt(float x) { return sqrtf(x); }
+PD_HD inline double real_fmin(double a, double b) { return fmin(a, b); }
+PD_HD inline float real_fmin(float a, float b) { return fminf(a, b); }
+PD_HD inline double real_fmax(double a, double b) { return fmax(a, b); }
+PD_HD inline float real_fmax(float a, float b) { return fmaxf(a, b); }
 
 struct TraceInput {
   BevGeometry grid;
@@ -146,7 +155,7 @@ PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int co
     out.wepl_far_mm[idx] = static_cast<float>(wepl);
     out.rho_over_x[idx] = rho > static_cast<float>(kMinScatteringDensity)
                               ? static_cast<float>(rho * uniform_table(in.inverse_length_table, in.inverse_length_nodes,
-                                                                       in.inv_density_step, rho))
+                                                                       in.inv_density_step, static_cast<double>(rho)))
                               : 0.0f;
     if (entry < 0 && rho >= kPatientDensityThresholdGcm3) entry = k;
     if (first < 0 && rho > 0.0f) first = k;
@@ -230,28 +239,14 @@ PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const do
   return cidd[lo] + kGCm2PerMm * t * (idd[lo] + 0.5 * slope * t);
 }
 
-/// Everything the layer kernel reads about one energy layer (pointers into
-/// host or device memory, as the backend).
-struct LayerTables {
-  const double* fluence;        ///< [row][col] protons per ray
-  const double* curve_depth_mm;  ///< CIDD nodes
-  const double* curve_idd;
-  const double* curve_cidd;
-  int curve_nodes;
-  double curve_uniform_step_mm;  ///< > 0: equally spaced nodes d_1… (division instead of search)
-  /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
-  const double* energy_mev;            ///< residual energy
-  const double* scattering_factor;     ///< T(E)·X/ρ: scattering power per unit ρ/X (rad²/mm · g/cm² / (g/cm³))
-  const double* halo_weight;           ///< nuclear halo energy fraction (null without halo)
-  const double* halo_sigma_mm;         ///< nuclear halo σ (mm)
-  int wepl_nodes;
-  double inv_wepl_step_mm;
-  double halo_max_wepl_mm;            ///< the halo tables' WEPL is clamped here
+/// The scalars the layer kernel reads about one energy layer.
+struct LayerScalars {
+  double curve_uniform_step_mm;  ///< > 0: equally spaced CIDD nodes d_1… (division instead of search)
+  double inv_wepl_step_mm;       ///< 1 / node spacing of the uniform WEPL tables
+  double halo_max_wepl_mm;       ///< the halo tables' WEPL is clamped here
   /// halo_sigma_mm holds the width the halo adds to the pencil's own core in
   /// quadrature (Soukup et al. 2005), not a total width (the fitted model).
   bool halo_sigma_is_added;
-  const double* air_sigma_x_mm;  ///< [slice] in-air spot σ at the slice centre
-  const double* air_sigma_y_mm;
   double spread_sigma_x_iso_mm, spread_sigma_y_iso_mm;
   double shifter_wet_mm;
   double cutoff_wepl_mm;
@@ -259,8 +254,29 @@ struct LayerTables {
   double shifter_a0_rad2, shifter_a1_rad_mm, shifter_a2_mm2;
   double shifter_drift_depth_mm;  ///< depth from the shifter's downstream face to the grid start
   bool has_shifter;
-  int slices;               ///< the layer's slices of the cropped grid
+  int slices;                ///< the layer's slices of the cropped grid
   std::size_t stack_offset;  ///< its first stack slice
+};
+
+/// Everything the layer kernel reads about one energy layer (pointers into
+/// host or device memory, as the backend). Real: the type of layer_ray<Real>'s
+/// arithmetic, and of the tables it interpolates per step.
+template <class Real>
+struct LayerTables : LayerScalars {
+  const double* fluence;  ///< [row][col] protons per ray (the spreading's double sums)
+  /// CIDD nodes: double in every instantiation (layer_ray evaluates the CIDD in double).
+  const double* curve_depth_mm;
+  const double* curve_idd;
+  const double* curve_cidd;
+  int curve_nodes;
+  /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
+  const Real* energy_mev;         ///< residual energy
+  const Real* scattering_factor;  ///< T(E)·X/ρ: scattering power per unit ρ/X (rad²/mm · g/cm² / (g/cm³))
+  const Real* halo_weight;        ///< nuclear halo energy fraction (null without halo)
+  const Real* halo_sigma_mm;      ///< nuclear halo σ (mm)
+  int wepl_nodes;
+  const Real* air_sigma_x_mm;  ///< [slice] in-air spot σ at the slice centre
+  const Real* air_sigma_y_mm;
 };
 
 /// What every layer shares: the trace, the stack arrays and constants.
@@ -294,8 +310,12 @@ constexpr double kMinScatteringEnergyMev = 1.0;
 /// Fermi–Eyges moments advance step by step along the ray (Gottschalk et al.,
 /// NIM B 74:467 (1993)); the σ at a slice centre is the mean of the near- and
 /// far-face variances.
-PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int col, int row, int* overshoot_px,
-                              float* max_halo_variance_mm2) {
+/// Real: double on the CPU backend (the double-precision oracle), float on the
+/// GPU. Whatever the type, the step's energy d_mev and the energy sum are
+/// double, so the energy balance does not depend on it.
+template <class Real>
+PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, int col, int row,
+                              int* overshoot_px, float* max_halo_variance_mm2) {
   const BevGeometry& g = s.grid;
   const std::size_t plane = g.plane();
   const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
@@ -316,19 +336,32 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
     for (int k = 0; k < L.slices; ++k) clear(k);
     return 0.0;
   }
-  const double step = s.step_mm[ray];
-  double a0 = 0, a1 = 0, a2 = 0;
+  const Real step = s.step_mm[ray];
+  Real a0 = 0, a1 = 0, a2 = 0;
   if (L.has_shifter) {
-    const double dz = L.shifter_drift_depth_mm * step / g.depth_step_mm;
-    a0 = L.shifter_a0_rad2;
-    a1 = L.shifter_a1_rad_mm + L.shifter_a0_rad2 * dz;
-    a2 = L.shifter_a2_mm2 + 2.0 * L.shifter_a1_rad_mm * dz + L.shifter_a0_rad2 * dz * dz;
+    const Real dz = static_cast<Real>(L.shifter_drift_depth_mm) * step / static_cast<Real>(g.depth_step_mm);
+    const Real s0 = static_cast<Real>(L.shifter_a0_rad2), s1 = static_cast<Real>(L.shifter_a1_rad_mm);
+    a0 = s0;
+    a1 = s1 + s0 * dz;
+    a2 = static_cast<Real>(L.shifter_a2_mm2) + Real(2) * s1 * dz + s0 * dz * dz;
   }
-  const double pixel_area_iso_mm2 = g.pitch_x_mm * g.pitch_y_mm;
+  const Real depth0_mm = static_cast<Real>(g.depth0_mm), depth_step_mm = static_cast<Real>(g.depth_step_mm);
+  const Real inv_sad_x = static_cast<Real>(g.inv_sad_x), inv_sad_y = static_cast<Real>(g.inv_sad_y);
+  const Real pitch_x_mm = static_cast<Real>(g.pitch_x_mm), pitch_y_mm = static_cast<Real>(g.pitch_y_mm);
+  const Real pixel_area_iso_mm2 = pitch_x_mm * pitch_y_mm;
+  const Real inv_wepl_step_mm = static_cast<Real>(L.inv_wepl_step_mm);
+  const Real spread_x_iso_mm = static_cast<Real>(L.spread_sigma_x_iso_mm);
+  const Real spread_y_iso_mm = static_cast<Real>(L.spread_sigma_y_iso_mm);
   const double wet = L.shifter_wet_mm;
   double energy = 0.0;
   int overshoot = *overshoot_px;
   float halo_variance_max = *max_halo_variance_mm2;
+  // The CIDD stays double in every instantiation: a step's energy is the
+  // difference of two cumulative integrals of up to the layer's whole energy
+  // (~100 MeV), and in float each carries an error of its ulp, ~1e-5 MeV,
+  // against ~0.5 MeV for 1 mm of water and 1000 times less in air. Rounded to
+  // float, the CIDD put the dose behind a 30 mm range shifter off by 1.8e-4 of
+  // D_max (the air before the patient: dose to water there is the plateau's).
   const auto cidd_at = [&](double wepl_mm) {
     return cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm, wepl_mm);
   };
@@ -344,54 +377,58 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
   for (; k < L.slices; ++k) {
     const int kt = s.trace_first_slice + k;
     const std::size_t idx = static_cast<std::size_t>(kt) * plane + ray;
-    const double w_near = kt == 0 ? 0.0 : static_cast<double>(s.wepl_far_mm[idx - plane]);
-    if (w_near >= L.cutoff_wepl_mm) break;
-    const double w_far = s.wepl_far_mm[idx];
-    const double w_mid = 0.5 * (w_near + w_far);
-    const double cidd_far = cidd_at(fmin(w_far, L.cutoff_wepl_mm) + wet);
+    const float w_near_mm = kt == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
+    if (w_near_mm >= L.cutoff_wepl_mm) break;
+    const float w_far_mm = s.wepl_far_mm[idx];
+    const Real w_near = w_near_mm, w_far = w_far_mm;
+    const Real w_mid = Real(0.5) * (w_near + w_far);
+    const double cidd_far = cidd_at(fmin(static_cast<double>(w_far_mm), L.cutoff_wepl_mm) + wet);
     const double d_mev = cidd_far - cidd_near;
     cidd_near = cidd_far;
-    const double d = g.depth_mm(k);
-    const double mx = g.magnification_x(d), my = g.magnification_y(d);
-    const double area_cm2 = pixel_area_iso_mm2 * mx * my / 100.0;
-    const double rho = s.density_g_cm3[idx];
-    const double mass_g = s.dose_to_water ? (w_far - w_near) / 10.0 * area_cm2 : rho * step / 10.0 * area_cm2;
-    const double e_mid = uniform_table(L.energy_mev, L.wepl_nodes, L.inv_wepl_step_mm, w_mid);
-    const bool scatters = rho > kMinScatteringDensity && e_mid > kMinScatteringEnergyMev;
-    const double a2_near = a2;
+    const Real d = depth0_mm + k * depth_step_mm;
+    const Real mx = 1 + d * inv_sad_x, my = 1 + d * inv_sad_y;
+    const Real area_cm2 = pixel_area_iso_mm2 * mx * my / Real(100);
+    const Real rho = s.density_g_cm3[idx];
+    const Real mass_g = s.dose_to_water ? (w_far - w_near) / Real(10) * area_cm2 : rho * step / Real(10) * area_cm2;
+    const Real e_mid = uniform_table(L.energy_mev, L.wepl_nodes, inv_wepl_step_mm, w_mid);
+    const bool scatters = rho > static_cast<Real>(kMinScatteringDensity) &&
+                          e_mid > static_cast<Real>(kMinScatteringEnergyMev);
+    const Real a2_near = a2;
     // Drift, then (in matter) the step's own scattering at constant T: exact for constant T.
-    a2 = a2 + 2.0 * a1 * step + a0 * step * step;
+    a2 = a2 + Real(2) * a1 * step + a0 * step * step;
     a1 = a1 + a0 * step;
     if (scatters) {
-      const double t = uniform_table(L.scattering_factor, L.wepl_nodes, L.inv_wepl_step_mm, w_mid) *
-                       static_cast<double>(s.rho_over_x[idx]);
+      const Real t = uniform_table(L.scattering_factor, L.wepl_nodes, inv_wepl_step_mm, w_mid) *
+                     static_cast<Real>(s.rho_over_x[idx]);
       a0 += t * step;
-      a1 += t * step * step / 2.0;
-      a2 += t * step * step * step / 3.0;
+      a1 += t * step * step / Real(2);
+      a2 += t * step * step * step / Real(3);
     }
-    const double a2_centre = 0.5 * (a2_near + a2);
+    const Real a2_centre = Real(0.5) * (a2_near + a2);
     if (d_mev <= 0 || mass_g <= 0) {
       clear(k);
       continue;
     }
-    energy += f * d_mev;
-    const double pixel_gy = f * d_mev / mass_g * kGyPerMevPerGram;
+    const double step_energy_mev = f * d_mev;
+    energy += step_energy_mev;
+    const Real pixel_gy = static_cast<Real>(step_energy_mev) / mass_g * static_cast<Real>(kGyPerMevPerGram);
     const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
-    const double sxm = L.spread_sigma_x_iso_mm * mx, sym = L.spread_sigma_y_iso_mm * my;
+    const Real sxm = spread_x_iso_mm * mx, sym = spread_y_iso_mm * my;
     // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
-    const double vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
-    const double vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
+    const Real vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
+    const Real vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
     if (L.halo_weight) {
       // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
       // fraction W of this step's energy spreads with the halo σ (total
       // width; the spread fluence already carries σ_spread).
-      const double w_halo = fmin(w_mid, L.halo_max_wepl_mm);
-      const double weight = uniform_table(L.halo_weight, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
-      const double sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, L.inv_wepl_step_mm, w_halo);
-      const double variance = L.halo_sigma_is_added ? sh * sh + 0.5 * (fmax(vx, 0.0) + fmax(vy, 0.0))
-                                                    : sh * sh - 0.5 * (sxm * sxm + sym * sym);
+      const Real w_halo = real_fmin(w_mid, static_cast<Real>(L.halo_max_wepl_mm));
+      const Real weight = uniform_table(L.halo_weight, L.wepl_nodes, inv_wepl_step_mm, w_halo);
+      const Real sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, inv_wepl_step_mm, w_halo);
+      const Real variance = L.halo_sigma_is_added
+                                ? sh * sh + Real(0.5) * (real_fmax(vx, Real(0)) + real_fmax(vy, Real(0)))
+                                : sh * sh - Real(0.5) * (sxm * sxm + sym * sym);
       const float halo_share = static_cast<float>(weight * pixel_gy);
-      const float halo_variance = static_cast<float>(fmax(variance, 0.0));
+      const float halo_variance = static_cast<float>(real_fmax(variance, Real(0)));
       s.halo_image[sidx] = halo_share;
       s.halo_variance_mm2[sidx] = halo_variance;
       if (halo_share > 0 && halo_variance > halo_variance_max) halo_variance_max = halo_variance;
@@ -403,8 +440,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables& L, int
         s.halo_variance_mm2[sidx] = 0.0f;
       }
     }
-    const float spx = static_cast<float>(sqrt(fmax(vx, 0.0)) / (g.pitch_x_mm * mx));
-    const float spy = static_cast<float>(sqrt(fmax(vy, 0.0)) / (g.pitch_y_mm * my));
+    const float spx = static_cast<float>(real_sqrt(real_fmax(vx, Real(0))) / (pitch_x_mm * mx));
+    const float spy = static_cast<float>(real_sqrt(real_fmax(vy, Real(0))) / (pitch_y_mm * my));
     s.sigma_x_px[sidx] = spx;
     s.sigma_y_px[sidx] = spy;
     const int rx = gaussian_radius_px(spx, s.cutoff_sigmas);

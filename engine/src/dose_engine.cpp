@@ -148,6 +148,9 @@ void DoseEngineOptions::validate() const {
   if (threads < 0) bad("threads", threads, "[0, inf)");
   if (max_stack_bytes && *max_stack_bytes == 0) bad("max_stack_bytes", 0, "[1, inf) bytes");
   if (!(gpu_memory_share > 0) || !(gpu_memory_share <= 1)) bad("gpu_memory_share", gpu_memory_share, "(0, 1]");
+  if (cpu_float_layer_images_for_testing && backend != Backend::kCpu)
+    throw ConfigError(std::string("dose engine option cpu_float_layer_images_for_testing is for the cpu backend only (") +
+                      backend_name(backend) + " runs its layer images in float already)");
 }
 
 Grid3 output_grid(const Grid3& ct, std::optional<double> spacing_mm) {
@@ -203,7 +206,9 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   const SuperpositionMethod method = superposition_method(options_.backend);
   if (options_.backend == Backend::kCpu) {
     superposer_ = make_superposer(method, so);
-    executor_ = make_cpu_beam_executor(*superposer_, options_.threads);
+    executor_ = make_cpu_beam_executor(*superposer_, options_.threads,
+                                       options_.cpu_float_layer_images_for_testing ? LayerArithmetic::kFloat
+                                                                                   : LayerArithmetic::kDouble);
     stack_pixel_budget_ = options_.max_stack_bytes.value_or(kDefaultHostStackBytes) / kStackBytesPerPixel;
   } else {
     executor_ = make_gpu_beam_executor(method, so);
@@ -623,7 +628,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           const DoseEngine::LayerPhysics& P = *L.physics;
           t.energy_mev = P.residual_energy_mev;
           t.scattering_factor = P.scattering_factor;
-          kernels::LayerTables& sc = t.scalars;
+          kernels::LayerScalars& sc = t.scalars;
           if (P.has_halo) {
             sc.halo_max_wepl_mm = P.halo_max_wepl_mm;
             sc.halo_sigma_is_added = P.halo_sigma_is_added;

@@ -71,14 +71,17 @@ __device__ double block_sum(double v) {
   return total;
 }
 
-/// One thread per (ray, layer): kernels::layer_ray.
+/// One thread per (ray, layer): kernels::layer_ray in single precision (its
+/// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
+/// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
 // 4 blocks of 256 threads per SM (≤ 64 registers): the per-ray loop is
-// latency-bound (global loads, FP64), and at the compiler's 78 registers only
-// 3 blocks fit (37.5 % occupancy, ncu on an H100).
-__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables* layers, double* energy_sum,
+// latency-bound (global loads). The float version takes 64 registers unbounded
+// and spills at 5 blocks (48); the double one took 78, where only 3 blocks fit
+// (37.5 % occupancy, ncu on an H100).
+__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits) {
   const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const kernels::LayerTables& L = layers[blockIdx.y];
+  const kernels::LayerTables<float>& L = layers[blockIdx.y];
   double energy = 0;
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
@@ -455,7 +458,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     std::vector<DeviceSpot> spots;
     std::vector<double> sigma_px;
     for (std::size_t l = 0; l < layers.size(); ++l) {
-      const kernels::LayerTables& t = layers[l].scalars;
+      const kernels::LayerScalars& t = layers[l].scalars;
       sigma_px.push_back(t.spread_sigma_x_iso_mm / g.pitch_x_mm);
       sigma_px.push_back(t.spread_sigma_y_iso_mm / g.pitch_y_mm);
       for (const SpotProtons& sp : *layers[l].spots)
@@ -479,13 +482,17 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
 
-  /// Packs every layer's tables into one double array, uploads it with one
-  /// copy, and builds the device LayerTables with pointers into it.
+  /// Packs every layer's tables into two arrays, the CIDD curves in double
+  /// and the tables layer_ray<float> interpolates in float, uploads each with
+  /// one copy, and builds the device LayerTables with pointers into them.
   void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t plane) {
     std::vector<double>& pack = pack_;
+    std::vector<float>& float_pack = float_pack_;
     pack.clear();
+    float_pack.clear();
     struct Offsets {
-      std::size_t depth, idd, cidd, energy, scattering, halo_weight, halo_sigma, air_x, air_y;
+      std::size_t depth, idd, cidd;                                           // in pack
+      std::size_t energy, scattering, halo_weight, halo_sigma, air_x, air_y;  // in float_pack
     };
     std::vector<Offsets> offsets;
     const auto append = [&](const std::vector<double>& v) {
@@ -493,29 +500,37 @@ class GpuBeamExecutor final : public BeamExecutor {
       pack.insert(pack.end(), v.begin(), v.end());
       return at;
     };
+    const auto append_float = [&](const std::vector<double>& v) {
+      const std::size_t at = float_pack.size();
+      float_pack.insert(float_pack.end(), v.begin(), v.end());
+      return at;
+    };
     for (const HostLayerTables& h : layers)
       offsets.push_back({append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd),
-                         append(h.energy_mev), append(h.scattering_factor), append(h.halo_weight),
-                         append(h.halo_sigma_mm), append(h.air_sigma_x_mm), append(h.air_sigma_y_mm)});
+                         append_float(h.energy_mev), append_float(h.scattering_factor), append_float(h.halo_weight),
+                         append_float(h.halo_sigma_mm), append_float(h.air_sigma_x_mm), append_float(h.air_sigma_y_mm)});
     upload(layer_pack_, pack.data(), pack.size());
+    upload(layer_float_pack_, float_pack.data(), float_pack.size());
     const double* base = layer_pack_.get();
-    std::vector<kernels::LayerTables> tables;
+    const float* float_base = layer_float_pack_.get();
+    std::vector<kernels::LayerTables<float>> tables;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const HostLayerTables& h = layers[i];
       const Offsets& o = offsets[i];
-      kernels::LayerTables t = h.scalars;
+      kernels::LayerTables<float> t{};
+      static_cast<kernels::LayerScalars&>(t) = h.scalars;
       t.fluence = fluence_.get() + i * plane;
       t.curve_depth_mm = base + o.depth;
       t.curve_idd = base + o.idd;
       t.curve_cidd = base + o.cidd;
       t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
-      t.energy_mev = base + o.energy;
-      t.scattering_factor = base + o.scattering;
-      t.halo_weight = h.halo_weight.empty() ? nullptr : base + o.halo_weight;
-      t.halo_sigma_mm = h.halo_sigma_mm.empty() ? nullptr : base + o.halo_sigma;
+      t.energy_mev = float_base + o.energy;
+      t.scattering_factor = float_base + o.scattering;
+      t.halo_weight = h.halo_weight.empty() ? nullptr : float_base + o.halo_weight;
+      t.halo_sigma_mm = h.halo_sigma_mm.empty() ? nullptr : float_base + o.halo_sigma;
       t.wepl_nodes = static_cast<int>(h.energy_mev.size());
-      t.air_sigma_x_mm = base + o.air_x;
-      t.air_sigma_y_mm = base + o.air_y;
+      t.air_sigma_x_mm = float_base + o.air_x;
+      t.air_sigma_y_mm = float_base + o.air_y;
       tables.push_back(t);
     }
     upload(device_layers_, tables.data(), tables.size());
@@ -538,8 +553,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   Grid3 og_;
   std::size_t bev_pixels_ = 0;
   std::vector<double> pack_;
+  std::vector<float> float_pack_;
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
+  DeviceBuffer<float> layer_float_pack_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
   DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
@@ -550,7 +567,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::size_t pinned_bytes_ = 0;
   int unpinned_downloads_ = 0;  ///< downloads larger than the pinned buffer since it was last (re)made
   DeviceBuffer<StackLayer> stack_layers_;
-  DeviceBuffer<kernels::LayerTables> device_layers_;
+  DeviceBuffer<kernels::LayerTables<float>> device_layers_;
 };
 
 }  // namespace

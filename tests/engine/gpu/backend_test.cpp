@@ -11,91 +11,22 @@
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
 
+#include "../engine_cases.h"
+
 namespace pe = protondose::engine;
 using protondose::Grid3;
 using protondose::Volume;
 
 namespace {
 
-/// The bundled example's geometry (scripts/make-example) at 2 mm: an elliptic
-/// water cylinder with a bone rod and a lung insert; two opposed beams of 11
-/// layers × 81 spots.
-protondose::CtImage heterogeneous_ct() {
-  protondose::CtImage ct;
-  Grid3 g;
-  g.size = {96, 96, 72};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-95, -95, -71};
-  ct.hu = Volume<float>(g, -1000.0f);
-  for (int k = 0; k < g.size[2]; ++k)
-    for (int j = 0; j < g.size[1]; ++j)
-      for (int i = 0; i < g.size[0]; ++i) {
-        const protondose::Vec3 p = g.position_mm(i, j, k);
-        const double x = p[0], y = p[1];
-        float hu = -1000;
-        if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
-        if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
-        if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
-        ct.hu.at(i, j, k) = hu;
-      }
-  ct.patient_position = "HFS";
-  return ct;
-}
-
-protondose::IonPlan two_beam_plan() {
-  protondose::IonPlan plan;
-  plan.label = "backends";
-  for (int n = 0; n < 2; ++n) {
-    protondose::IonBeam b;
-    b.number = n + 1;
-    b.machine_name = "DCPT_ProBeam_v5";
-    b.gantry_angle_deg = n == 0 ? 90 : 270;
-    for (int li = 0; li < 11; ++li) {
-      protondose::EnergyLayer layer;
-      layer.nominal_energy_mev = std::pow((105.0 - 5 * li) / 10.0 / 0.0022, 1 / 1.77);
-      for (int y = -24; y <= 24; y += 6)
-        for (int x = -24; x <= 24; x += 6) layer.spots.push_back({double(x), double(y), 0.03 - 0.002 * li});
-      b.layers.push_back(layer);
-    }
-    plan.beams.push_back(b);
-  }
-  return plan;
-}
-
-/// What differs between the cases of the ladder: each exercises a path of the
-/// GPU executor that the default case does not.
-struct Variant {
-  const char* name;
-  bool range_shifter = false;        ///< a 30 mm WET shifter on beam 1 (shifter moments, drift)
-  double output_grid_mm = 0;         ///< 0: the CT grid; else a coarser dose grid (resampling, energy balance)
-  bool split_layers = false;         ///< a stack budget far below one beam: one group per layer or so
-  bool dose_to_medium = false;
-  double couch_deg = 0;              ///< non-coplanar beams (the geometry's rotations)
-  bool keep_per_beam = false;
-};
-
-const Variant kVariants[] = {
-    {"default"},
-    {"shifter, 3 mm grid, layer groups", true, 3.0, true},
-    {"dose to medium, couch 30 deg, per beam", false, 0, false, true, 30.0, true},
-};
+using protondose::engine::testing::heterogeneous_ct;
+using protondose::engine::testing::kVariants;
+using protondose::engine::testing::two_beam_plan;
+using protondose::engine::testing::Variant;
 
 pe::DoseResult compute(pe::Backend backend, const Variant& v = kVariants[0]) {
-  pe::DoseEngineOptions o;
-  o.backend = backend;
-  if (v.output_grid_mm > 0) o.output_spacing_mm = v.output_grid_mm;
-  if (v.split_layers) o.max_stack_bytes = std::size_t{24} << 20;  // 1 M pixels
-  if (v.dose_to_medium) o.quantity = pe::DoseQuantity::kDoseToMedium;
-  o.keep_per_beam = v.keep_per_beam;
-  protondose::IonPlan plan = two_beam_plan();
-  for (auto& b : plan.beams) b.couch_angle_deg = v.couch_deg;
-  if (v.range_shifter) {
-    protondose::RangeShifter rs;
-    rs.id = "RS30";
-    rs.water_equivalent_thickness_mm = 30;
-    rs.isocenter_to_shifter_mm = 300;
-    plan.beams[0].range_shifters.push_back(rs);
-  }
+  const pe::DoseEngineOptions o = protondose::engine::testing::variant_options(backend, v);
+  const protondose::IonPlan plan = protondose::engine::testing::variant_plan(v);
   const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
                               protondose::physics::default_hu_curve(), o);
   const pe::DoseResult r = engine.compute(heterogeneous_ct(), plan);

@@ -123,6 +123,11 @@ struct DoseEngineOptions {
   /// one device (batch and robust workers sharing a GPU) get 1/n each, so that
   /// together they stay within it.
   double gpu_memory_share = 1.0;
+  /// Testing only, CPU backend only: the layer images (input images and
+  /// σ-maps) in the GPU backends' single precision instead of double, so that
+  /// a machine without a GPU can measure what float costs in dose. Off, the
+  /// CPU backend is the double-precision oracle.
+  bool cpu_float_layer_images_for_testing = false;
 
   /// Throws ConfigError naming the option and value when one is out of range.
   void validate() const;
