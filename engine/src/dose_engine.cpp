@@ -104,10 +104,11 @@ Backend parse_backend(const std::string& name) {
   throw ConfigError("backend '" + name + "' is unknown; accepted: cpu, gpu, gpu-gather");
 }
 
-SuperpositionMethod superposition_method(Backend b) {
+SuperpositionMethod superposition_method(Backend b, bool tensor_core_scatter) {
   switch (b) {
     case Backend::kCpu: return SuperpositionMethod::kCpuReference;
-    case Backend::kGpu: return SuperpositionMethod::kGpuScatterTiled;
+    case Backend::kGpu:
+      return tensor_core_scatter ? SuperpositionMethod::kGpuScatterTensorCore : SuperpositionMethod::kGpuScatterTiled;
     case Backend::kGpuGather: return SuperpositionMethod::kGpuGatherExact;
   }
   throw InternalError("superposition_method: unknown backend");
@@ -203,7 +204,7 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   so.cpu_threads = options_.threads;
   so.gpu_device = options_.gpu_device;
   so.separable_uniform_slices = options_.separable_uniform_slices;
-  const SuperpositionMethod method = superposition_method(options_.backend);
+  const SuperpositionMethod method = superposition_method(options_.backend, options_.tensor_core_scatter);
   if (options_.backend == Backend::kCpu) {
     superposer_ = make_superposer(method, so);
     executor_ = make_cpu_beam_executor(*superposer_, options_.threads,
@@ -408,7 +409,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
   const auto t_start = Clock::now();
   DoseResult result;
   result.backend = options_.backend;
-  result.superposition_method = method_name(superposition_method(options_.backend));
+  result.superposition_method = method_name(superposition_method(options_.backend, options_.tensor_core_scatter));
   result.quantity = options_.quantity;
   result.rbe_factor = options_.rbe_factor;
   result.fractions = plan.number_of_fractions;

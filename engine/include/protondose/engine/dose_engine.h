@@ -44,7 +44,7 @@ const char* backend_name(Backend backend);
 /// Parses a backend name; throws ConfigError listing the accepted names.
 Backend parse_backend(const std::string& name);
 /// The superposition method a backend uses.
-SuperpositionMethod superposition_method(Backend backend);
+SuperpositionMethod superposition_method(Backend backend, bool tensor_core_scatter = true);
 /// True when the GPU scatter superposer can be created in this build and on
 /// this machine; otherwise false with the reason (the UnavailableError message)
 /// in `why_not`. Used for an explicit, logged default choice — never as a
@@ -71,6 +71,11 @@ struct DoseEngineOptions {
   /// beam) run as separable convolutions instead of the scatter — the same sum
   /// (SuperpositionOptions::separable_uniform_slices). False forces the scatter.
   bool separable_uniform_slices = true;
+  /// GPU backend: the scatter of the other slices runs on the tensor cores
+  /// (SuperpositionMethod::kGpuScatterTensorCore; radii below
+  /// kTensorCoreMinRadiusPx stay on the tile scatter). False: the paper's tile
+  /// scatter for every radius (kGpuScatterTiled), for comparisons.
+  bool tensor_core_scatter = true;
   /// Pencils stop at WEPL = range_cutoff_factor × R80 of the layer (or the end
   /// of the depth-dose table, whichever comes first), ≥ 1.
   double range_cutoff_factor = 1.05;
