@@ -43,10 +43,10 @@ namespace {
 // ---------------------------------------------------------------- layout
 
 /// The weight tables are built for this many source rows of the tile at a
-/// time (4: the tables of the largest class take 36 KB, so that several blocks
-/// share an SM and hide the tables' erfc latency; 8 rows left the kernel at
-/// 31 % occupancy, limited by shared memory, ncu on an H100).
-constexpr int kChunkRows = 4;
+/// time. (4 rows, for twice the occupancy, measured slower: 1.53 → 1.68 ms at
+/// r_max 8, 2.90 → 4.17 ms at r_max 16 — twice the barrier phases per tile;
+/// docs/ks-core.md.)
+constexpr int kChunkRows = 8;
 constexpr int kChunkPixels = kChunkRows * kTileCols;
 /// Row stride (floats) of the tables [d][pixel]: ≡ 4 (mod 32), so that the 32
 /// lanes' fragment loads (8 values of d × 4 consecutive pixels) fall in 32
@@ -125,40 +125,33 @@ __device__ inline int table_row(int d) {
   return min(abs(d), kRadiusMax + 1);
 }
 
-/// Column `pixel` of the two [d][kTableStride] tables: value · K(d, σy) in
-/// `vertical` and K(d, σx) in `horizontal` for d = 0 … min(r, kRadiusMax), 0
-/// beyond (the pixel's own cut-off, each axis its own) and in the sentinel.
+/// Column `pixel` of a [d][kTableStride] table: scale · K(d, σ) for d = 0 …
+/// min(r, kRadiusMax), 0 beyond (the pixel's own cut-off) and in the sentinel.
 /// The weights are gaussian_weight's formula, one erfc per d (each K(d) is a
-/// difference of two neighbouring erfc values), with erfc_fit for erfcf; both
-/// axes in one loop, two independent chains of arithmetic. value = 0 writes zeros.
+/// difference of two neighbouring erfc values), with erfc_fit for erfcf.
+/// scale = 0 writes zeros. (Both axes in one loop, two independent chains,
+/// measured slower together with 4-row chunks; docs/ks-core.md.)
 template <int kRadiusMax>
-__device__ inline void write_weight_columns(float* vertical, float* horizontal, int pixel, float value,
-                                            float sigma_x_px, float sigma_y_px, float cutoff_sigmas) {
-  int rx = -1, ry = -1;
-  if (value != 0.0f) {
-    rx = min(gaussian_radius_px(sigma_x_px, cutoff_sigmas), kRadiusMax);
-    ry = min(gaussian_radius_px(sigma_y_px, cutoff_sigmas), kRadiusMax);
-  }
-  const float ax = erf_scale(sigma_x_px), ay = erf_scale(sigma_y_px);
-  // erfc((d + ½)·a) for the previous d; σ ≈ 0 (a = 0) deposits locally.
-  float upper_x = ax == 0.0f ? 0.0f : erfc_fit(0.5f * ax);
-  float upper_y = ay == 0.0f ? 0.0f : erfc_fit(0.5f * ay);
-  if (rx >= 0) horizontal[pixel] = 1.0f - upper_x;
-  if (ry >= 0) vertical[pixel] = value * (1.0f - upper_y);
-  const int r = max(rx, ry);
-#pragma unroll 1
-  for (int d = 1; d <= r; ++d) {
-    const float next_x = ax == 0.0f ? 0.0f : erfc_fit((d + 0.5f) * ax);
-    const float next_y = ay == 0.0f ? 0.0f : erfc_fit((d + 0.5f) * ay);
-    if (d <= rx) horizontal[d * kTableStride + pixel] = 0.5f * (upper_x - next_x);
-    if (d <= ry) vertical[d * kTableStride + pixel] = value * (0.5f * (upper_y - next_y));
-    upper_x = next_x;
-    upper_y = next_y;
+__device__ inline void write_weight_column(float* table, int pixel, float sigma_px, float cutoff_sigmas,
+                                           float scale) {
+  int r = -1;
+  if (scale != 0.0f) r = min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax);
+  if (r >= 0) {
+    const float a = erf_scale(sigma_px);
+    if (a == 0.0f) {
+      table[pixel] = scale;  // σ ≈ 0: local deposit, r = 0
+    } else {
+      float upper = erfc_fit(0.5f * a);  // erfc((d + ½)·a) for d = 0
+      table[pixel] = scale * (1.0f - upper);
+      for (int d = 1; d <= r; ++d) {
+        const float next = erfc_fit((d + 0.5f) * a);
+        table[d * kTableStride + pixel] = scale * (0.5f * (upper - next));
+        upper = next;
+      }
+    }
   }
 #pragma unroll 1
-  for (int d = rx + 1; d <= kRadiusMax + 1; ++d) horizontal[d * kTableStride + pixel] = 0.0f;
-#pragma unroll 1
-  for (int d = ry + 1; d <= kRadiusMax + 1; ++d) vertical[d * kTableStride + pixel] = 0.0f;
+  for (int d = r + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
 }
 
 // ---------------------------------------------------------------- kernel
@@ -229,7 +222,8 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
         sx = p.sigma_x[i];
         sy = p.sigma_y[i];
       }
-      write_weight_columns<G::kRadiusMax>(kyv, kx, q, v, sx, sy, p.cutoff_sigmas);
+      write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v);
+      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f);
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
