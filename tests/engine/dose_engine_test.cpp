@@ -162,7 +162,7 @@ TEST(DoseEngine, UnavailableGpuBackendIsAnErrorNotAFallback) {
     make_engine(o);
     FAIL() << "expected UnavailableError";
   } catch (const protondose::UnavailableError& e) {
-    EXPECT_NE(std::string(e.what()).find("gpu-scatter-tiled"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gpu-scatter-tensor-core"), std::string::npos) << e.what();
   }
 }
 
