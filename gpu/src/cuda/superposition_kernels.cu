@@ -722,9 +722,6 @@ DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnaly
 
 void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, TensorCoreAccumulation accumulation,
                                              cudaStream_t stream) {
-  if (radius < 1 || radius > kMaxTileRadiusPx)
-    throw InputError("tensor-core scatter: radius " + std::to_string(radius) + " px outside 1.." +
-                     std::to_string(kMaxTileRadiusPx));
   launch_scatter_tensor_core_tiles(radius, p.tile_count(), nullptr, p, stream, accumulation);
 }
 

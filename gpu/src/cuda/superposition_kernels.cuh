@@ -118,18 +118,21 @@ void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radi
 /// the uniform slices as above. Also writes the fixed-point scale.
 DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
                                           SeparableScratch& separable_scratch, cudaStream_t stream);
-/// How the tensor-core kernel sums a tile's products (both exact to float
-/// accuracy; the benchmark times both): fresh accumulators per source row
-/// added in float, or one chain of mma per output block.
-enum class TensorCoreAccumulation { kDefault, kFreshRowSums, kChained };
+/// How the tensor-core kernel sums a tile's products: fresh accumulators per
+/// source row added in float (the dispatcher's; ≤ 3·10⁻⁶ of max(O)), or one
+/// chain of mma per output block (benchmark only: up to 1.5·10⁻⁵ at r 32,
+/// over the 10⁻⁵ limit; docs/ks-core.md).
+enum class TensorCoreAccumulation { kFreshRowSums, kChained };
 /// The tensor-core kernel over `count` tiles of radius `radius` (1 … kMaxTileRadiusPx; tiles null: every tile).
 void launch_scatter_tensor_core_tiles(int radius, int count, const int* tiles, const StackParams& p,
                                       cudaStream_t stream,
-                                      TensorCoreAccumulation accumulation = TensorCoreAccumulation::kDefault);
+                                      TensorCoreAccumulation accumulation = TensorCoreAccumulation::kFreshRowSums);
 /// The tensor-core kernel with one radius (1 … kMaxTileRadiusPx) for every tile of the stack.
 void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, TensorCoreAccumulation accumulation,
                                              cudaStream_t stream);
-/// Sets the tensor-core kernels' shared-memory limits on the current device (once per device).
+/// Sets the dispatcher's tensor-core kernels' shared-memory limits on the
+/// current device (once per device; the benchmark's chained variant is
+/// configured at its first launch).
 void prepare_tensor_core_kernels();
 /// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);

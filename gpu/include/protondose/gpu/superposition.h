@@ -122,10 +122,11 @@ enum class SuperpositionMethod {
   /// (docs/ks-core.md), so the engine does not use it.
   kGpuScatterRegisterBlocked,
   /// The scatter as matrix products on the tensor cores: for each source row
-  /// of a tile, the contributions of 8 pixels to a 16 × 8 output block are the
-  /// product of a 16 × 8 matrix of their horizontal weights and an 8 × 8
-  /// matrix of value × vertical weight (mma.sync m16n8k8, TF32 operands split
-  /// into high and low parts, three products per block: float accuracy).
+  /// of a tile, the contributions of 8 pixels to a block of 16 output rows ×
+  /// 8 output columns are the product of a 16 × 8 matrix of value × vertical
+  /// weights and an 8 × 8 matrix of horizontal weights (mma.sync m16n8k8, TF32
+  /// operands split into high and low parts, three products per block: float
+  /// accuracy).
   /// Same buckets as the tiled scatter; radii below
   /// SuperpositionOptions::tensor_core_min_radius_px run on the tile scatter.
   kGpuScatterTensorCore,
