@@ -28,6 +28,7 @@ struct HostLayerTables {
   const std::vector<double>* curve_depth_mm = nullptr;
   const std::vector<double>* curve_idd = nullptr;
   const std::vector<double>* curve_cidd = nullptr;
+  const std::vector<double>* curve_idd_slope = nullptr;  ///< kernels::idd_slopes of the curve
   std::vector<double> energy_mev, scattering_factor, halo_weight, halo_sigma_mm;  ///< uniform WEPL tables
   std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< [slice]
   kernels::LayerScalars scalars{};  ///< the scalar fields; the executor adds the pointers

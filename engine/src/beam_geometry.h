@@ -38,6 +38,9 @@ inline kernels::BevGeometry geometry_of(const BevGrid& g) {
   k.cols = g.cols;
   k.rows = g.rows;
   k.slices = g.slices;
+  k.inv_pitch_x_mm = 1.0 / g.pitch_x_mm;
+  k.inv_pitch_y_mm = 1.0 / g.pitch_y_mm;
+  k.inv_depth_step_mm = 1.0 / g.depth_step_mm;
   return k;
 }
 

@@ -37,6 +37,10 @@ struct BevGeometry {
   double x0_mm, y0_mm, pitch_x_mm, pitch_y_mm;
   double depth0_mm, depth_step_mm;
   int cols, rows, slices;
+  /// 1/pitch and 1/depth step: the resampling multiplies by them (a double
+  /// division is a ~20-instruction sequence on the GPU, five of them per voxel
+  /// made the resampling instruction-bound).
+  double inv_pitch_x_mm, inv_pitch_y_mm, inv_depth_step_mm;
 
   PD_HD double depth_mm(int slice) const { return depth0_mm + slice * depth_step_mm; }
   PD_HD double magnification_x(double d) const { return 1.0 + d * inv_sad_x; }
@@ -129,39 +133,57 @@ struct TraceOutput {
   float* step_mm;  ///< [row][col]
 };
 
-/// Traces ray (col, row): samples at every slice centre, WEPL to each far face.
-/// Returns, through the pointers, the first slice inside the patient
-/// (density ≥ kPatientDensityThresholdGcm3, ray_trace.h) and the first with any material (density > 0), −1 if none.
-PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
-                            int* first_material_slice) {
+/// Samples ray (col, row) at the centre of slice k: stopping power, density
+/// and the material factor ρ/X.
+PD_HD inline void trace_sample(const TraceInput& in, const TraceOutput& out, int col, int row, int k) {
+  const BevGeometry& g = in.grid;
+  const std::size_t idx = static_cast<std::size_t>(k) * g.plane() + static_cast<std::size_t>(row) * g.cols + col;
+  const double a = g.x0_mm + col * g.pitch_x_mm, b = g.y0_mm + row * g.pitch_y_mm;
+  const double d = g.depth_mm(k);
+  double c[3];
+  in.ct_index_from_beam.apply(a * g.magnification_x(d), b * g.magnification_y(d), d, c);
+  const float s = sample_volume(in.rsp, in.ct_size, c[0], c[1], c[2]);
+  const float rho = sample_volume(in.density_g_cm3, in.ct_size, c[0], c[1], c[2]);
+  out.rsp[idx] = s;
+  out.density_g_cm3[idx] = rho;
+  out.rho_over_x[idx] = rho > static_cast<float>(kMinScatteringDensity)
+                            ? static_cast<float>(rho * uniform_table(in.inverse_length_table, in.inverse_length_nodes,
+                                                                     in.inv_density_step, static_cast<double>(rho)))
+                            : 0.0f;
+}
+
+/// After trace_sample of every slice of ray (col, row): its step length, the
+/// WEPL to each slice's far face, and, through the pointers, the first slice
+/// inside the patient (density ≥ kPatientDensityThresholdGcm3, ray_trace.h)
+/// and the first with any material (density > 0), −1 if none.
+PD_HD inline void trace_wepl(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
+                             int* first_material_slice) {
   const BevGeometry& g = in.grid;
   const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
   const std::size_t plane = g.plane();
   const double step = g.depth_step_mm * g.path_per_depth(col, row);
   out.step_mm[ray] = static_cast<float>(step);
-  const double a = g.x0_mm + col * g.pitch_x_mm, b = g.y0_mm + row * g.pitch_y_mm;
   double wepl = 0.0;
   int entry = -1, first = -1;
   for (int k = 0; k < g.slices; ++k) {
-    const double d = g.depth_mm(k);
-    double c[3];
-    in.ct_index_from_beam.apply(a * g.magnification_x(d), b * g.magnification_y(d), d, c);
-    const float s = sample_volume(in.rsp, in.ct_size, c[0], c[1], c[2]);
-    const float rho = sample_volume(in.density_g_cm3, in.ct_size, c[0], c[1], c[2]);
     const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;
-    out.rsp[idx] = s;
-    out.density_g_cm3[idx] = rho;
-    wepl += static_cast<double>(s) * step;
+    const float rho = out.density_g_cm3[idx];
+    wepl += static_cast<double>(out.rsp[idx]) * step;
     out.wepl_far_mm[idx] = static_cast<float>(wepl);
-    out.rho_over_x[idx] = rho > static_cast<float>(kMinScatteringDensity)
-                              ? static_cast<float>(rho * uniform_table(in.inverse_length_table, in.inverse_length_nodes,
-                                                                       in.inv_density_step, static_cast<double>(rho)))
-                              : 0.0f;
     if (entry < 0 && rho >= kPatientDensityThresholdGcm3) entry = k;
     if (first < 0 && rho > 0.0f) first = k;
   }
   *entry_slice = entry;
   *first_material_slice = first;
+}
+
+/// Traces ray (col, row): trace_sample at every slice, then trace_wepl. (The
+/// GPU runs the two as separate kernels: a thread per sample, then a thread
+/// per ray; one thread per ray for both left the H100 at 12 % occupancy.)
+PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
+                            int* first_material_slice) {
+  for (int k = 0; k < in.grid.slices; ++k) trace_sample(in, out, col, row, k);
+  trace_wepl(in, out, col, row, entry_slice, first_material_slice);
 }
 
 /// Number of slices from `first` on whose near face lies before `cutoff_wepl_mm`
@@ -211,8 +233,13 @@ PD_HD inline double spot_axis_weight(int i, double c_px, double s_px) {
 /// (physics::CumulativeDepthDose::cidd_mev: the same segment search — by
 /// division when the nodes d_1… are equally spaced by `uniform_step`, else
 /// binary — and the same formula).
+/// The layer kernel passes two precomputed tables that take both divisions out
+/// of its per-slice loop (a double division is a ~20-instruction sequence on
+/// the GPU): `inv_uniform_step` = 1/uniform_step (> 0: multiply instead of
+/// divide) and `idd_slope` = the IDD's slope per segment (null: divide). The
+/// results agree with the divided form to rounding (tests/engine/beam_kernels_test.cpp).
 PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const double* cidd, int n, double uniform_step,
-                             double w) {
+                             double w, double inv_uniform_step = 0.0, const double* idd_slope = nullptr) {
   constexpr double kGCm2PerMm = 0.1;
   if (n < 2 || w <= 0.0) return 0.0;
   if (w >= depth_mm[n - 1]) return cidd[n - 1];
@@ -221,7 +248,8 @@ PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const do
     if (w < depth_mm[1]) {
       lo = 0;
     } else {
-      const double i = floor((w - depth_mm[1]) / uniform_step) + 1.0;
+      const double i =
+          floor(inv_uniform_step > 0.0 ? (w - depth_mm[1]) * inv_uniform_step : (w - depth_mm[1]) / uniform_step) + 1.0;
       lo = i < n - 2 ? static_cast<int>(i) : n - 2;
     }
   } else {
@@ -233,15 +261,21 @@ PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const do
       else hi = mid;
     }
   }
-  const double h = depth_mm[lo + 1] - depth_mm[lo];
   const double t = w - depth_mm[lo];
-  const double slope = (idd[lo + 1] - idd[lo]) / h;
+  const double slope = idd_slope ? idd_slope[lo] : (idd[lo + 1] - idd[lo]) / (depth_mm[lo + 1] - depth_mm[lo]);
   return cidd[lo] + kGCm2PerMm * t * (idd[lo] + 0.5 * slope * t);
+}
+
+/// Slope of the IDD on each segment of a curve (the `idd_slope` table of
+/// cidd_mev; n − 1 entries).
+inline void idd_slopes(const double* depth_mm, const double* idd, int n, double* slope) {
+  for (int i = 0; i + 1 < n; ++i) slope[i] = (idd[i + 1] - idd[i]) / (depth_mm[i + 1] - depth_mm[i]);
 }
 
 /// The scalars the layer kernel reads about one energy layer.
 struct LayerScalars {
   double curve_uniform_step_mm;  ///< > 0: equally spaced CIDD nodes d_1… (division instead of search)
+  double curve_inv_uniform_step_mm;  ///< its inverse (0 when not equally spaced)
   double inv_wepl_step_mm;       ///< 1 / node spacing of the uniform WEPL tables
   double halo_max_wepl_mm;       ///< the halo tables' WEPL is clamped here
   /// halo_sigma_mm holds the width the halo adds to the pencil's own core in
@@ -268,6 +302,7 @@ struct LayerTables : LayerScalars {
   const double* curve_depth_mm;
   const double* curve_idd;
   const double* curve_cidd;
+  const double* curve_idd_slope;  ///< [curve_nodes − 1] (idd_slopes)
   int curve_nodes;
   /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
   const Real* energy_mev;         ///< residual energy
@@ -363,33 +398,48 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // float, the CIDD put the dose behind a 30 mm range shifter off by 1.8e-4 of
   // D_max (the air before the patient: dose to water there is the plateau's).
   const auto cidd_at = [&](double wepl_mm) {
-    return cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm, wepl_mm);
+    return cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm, wepl_mm,
+                    L.curve_inv_uniform_step_mm, L.curve_idd_slope);
   };
-  // CIDD at the near face of the current step. A step's far face is the next
+  // The loop is bound by the latency of its loads (ncu, H100: half the stalls
+  // wait on them), so the trace values of the next slice are loaded one step
+  // ahead, and each face's WEPL is read once: a step's far face is the next
   // step's near face (both read wepl_far_mm of the same slice, and a far face
-  // past the cut-off ends the loop), so each face's CIDD is evaluated once.
-  double cidd_near = cidd_at(
-      (s.trace_first_slice == 0 ? 0.0
-                                : static_cast<double>(
-                                      s.wepl_far_mm[static_cast<std::size_t>(s.trace_first_slice - 1) * plane + ray])) +
-      wet);
+  // past the cut-off ends the loop), so each face's CIDD is evaluated once too.
+  std::size_t idx = static_cast<std::size_t>(s.trace_first_slice) * plane + ray;  // trace index of slice k
+  float w_near_mm = s.trace_first_slice == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
+  double cidd_near = cidd_at(static_cast<double>(w_near_mm) + wet);
+  float next_w_far_mm = 0.0f, next_rho = 0.0f, next_rho_over_x = 0.0f;
+  if (L.slices > 0) {
+    next_w_far_mm = s.wepl_far_mm[idx];
+    next_rho = s.density_g_cm3[idx];
+    next_rho_over_x = s.rho_over_x[idx];
+  }
   int k = 0;
-  for (; k < L.slices; ++k) {
-    const int kt = s.trace_first_slice + k;
-    const std::size_t idx = static_cast<std::size_t>(kt) * plane + ray;
-    const float w_near_mm = kt == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
+  for (; k < L.slices; ++k, idx += plane) {
     if (w_near_mm >= L.cutoff_wepl_mm) break;
-    const float w_far_mm = s.wepl_far_mm[idx];
+    const float w_far_mm = next_w_far_mm;
+    const Real rho = next_rho;
+    const Real rho_over_x = next_rho_over_x;
+    if (k + 1 < L.slices) {
+      next_w_far_mm = s.wepl_far_mm[idx + plane];
+      next_rho = s.density_g_cm3[idx + plane];
+      next_rho_over_x = s.rho_over_x[idx + plane];
+    }
     const Real w_near = w_near_mm, w_far = w_far_mm;
+    w_near_mm = w_far_mm;  // the next step's near face
     const Real w_mid = Real(0.5) * (w_near + w_far);
     const double cidd_far = cidd_at(fmin(static_cast<double>(w_far_mm), L.cutoff_wepl_mm) + wet);
     const double d_mev = cidd_far - cidd_near;
     cidd_near = cidd_far;
     const Real d = depth0_mm + k * depth_step_mm;
     const Real mx = 1 + d * inv_sad_x, my = 1 + d * inv_sad_y;
-    const Real area_cm2 = pixel_area_iso_mm2 * mx * my / Real(100);
-    const Real rho = s.density_g_cm3[idx];
-    const Real mass_g = s.dose_to_water ? (w_far - w_near) / Real(10) * area_cm2 : rho * step / Real(10) * area_cm2;
+    // Products with constants, not divisions: a float division is a
+    // ~10-instruction sequence on the GPU, in a loop bound by its issue rate.
+    const Real area_mm2 = pixel_area_iso_mm2 * mx * my;
+    // Dose to water: the water-equivalent length at 1 g/cm³; else the medium's.
+    constexpr Real kCm3PerMm3 = Real(1e-3);
+    const Real mass_g = (s.dose_to_water ? w_far - w_near : rho * step) * area_mm2 * kCm3PerMm3;
     const Real e_mid = uniform_table(L.energy_mev, L.wepl_nodes, inv_wepl_step_mm, w_mid);
     const bool scatters = rho > static_cast<Real>(kMinScatteringDensity) &&
                           e_mid > static_cast<Real>(kMinScatteringEnergyMev);
@@ -398,11 +448,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     a2 = a2 + Real(2) * a1 * step + a0 * step * step;
     a1 = a1 + a0 * step;
     if (scatters) {
-      const Real t = uniform_table(L.scattering_factor, L.wepl_nodes, inv_wepl_step_mm, w_mid) *
-                     static_cast<Real>(s.rho_over_x[idx]);
+      const Real t = uniform_table(L.scattering_factor, L.wepl_nodes, inv_wepl_step_mm, w_mid) * rho_over_x;
       a0 += t * step;
-      a1 += t * step * step / Real(2);
-      a2 += t * step * step * step / Real(3);
+      a1 += t * step * step * Real(0.5);
+      a2 += t * step * step * step * Real(1.0 / 3.0);
     }
     const Real a2_centre = Real(0.5) * (a2_near + a2);
     if (d_mev <= 0 || mass_g <= 0) {
@@ -532,8 +581,11 @@ PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, doub
 
 /// Trilinear sample of a BEV array at a beam-frame point (x, y, depth); 0 outside.
 PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
-  return sample_bev_index(g, bev, (x / g.magnification_x(d) - g.x0_mm) / g.pitch_x_mm,
-                          (y / g.magnification_y(d) - g.y0_mm) / g.pitch_y_mm, (d - g.depth0_mm) / g.depth_step_mm);
+  // At the isocentre plane (a parallel beam everywhere: 1/SAD = 0, no division).
+  const double x_iso = g.inv_sad_x == 0.0 ? x : x / g.magnification_x(d);
+  const double y_iso = g.inv_sad_y == 0.0 ? y : y / g.magnification_y(d);
+  return sample_bev_index(g, bev, (x_iso - g.x0_mm) * g.inv_pitch_x_mm, (y_iso - g.y0_mm) * g.inv_pitch_y_mm,
+                          (d - g.depth0_mm) * g.inv_depth_step_mm);
 }
 
 /// Adds the BEV dose at output voxel (i, j, k) to dose[voxel].

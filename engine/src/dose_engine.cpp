@@ -245,6 +245,7 @@ const physics::CumulativeDepthDose& DoseEngine::depth_dose(double e) const {
 struct DoseEngine::LayerPhysics {
   double mean_energy_mev = 0;
   const physics::CumulativeDepthDose* curve = nullptr;  ///< owned by depth_dose_cache_ (never evicted)
+  std::vector<double> curve_idd_slope;  ///< kernels::idd_slopes of the curve
   double carried_per_proton_mev = 0;  ///< the curve's total less the CIDD used up in the shifter
   double cutoff_wepl_mm = 0;          ///< WEPL in the patient where the pencils stop; ≤ 0: in the shifter
   std::vector<double> residual_energy_mev;  ///< at WEPL i·kEnergyTableStepMm after the shifter
@@ -267,6 +268,10 @@ std::shared_ptr<const DoseEngine::LayerPhysics> DoseEngine::layer_physics(double
   auto P = std::make_shared<LayerPhysics>();
   P->mean_energy_mev = machine_.mean_energy_mev(nominal_energy_mev);
   P->curve = &depth_dose(nominal_energy_mev);
+  const int curve_nodes = static_cast<int>(P->curve->depth_mm().size());
+  P->curve_idd_slope.resize(static_cast<std::size_t>(std::max(curve_nodes - 1, 1)));
+  kernels::idd_slopes(P->curve->depth_mm().data(), P->curve->idd_nodes_mev_cm2_g().data(), curve_nodes,
+                      P->curve_idd_slope.data());
   P->carried_per_proton_mev = P->curve->total_energy_mev() - P->curve->cidd_mev(shifter_wet_mm);
   P->cutoff_wepl_mm = std::min(options_.range_cutoff_factor * P->curve->r80_mm(), P->curve->end_depth_mm()) -
                       shifter_wet_mm;
@@ -625,7 +630,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           t.curve_depth_mm = &L.curve->depth_mm();
           t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
           t.curve_cidd = &L.curve->cidd_nodes_mev();
+          t.curve_idd_slope = &L.physics->curve_idd_slope;
           t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
+          t.scalars.curve_inv_uniform_step_mm = L.curve->uniform_step_mm() > 0 ? 1.0 / L.curve->uniform_step_mm() : 0.0;
           const DoseEngine::LayerPhysics& P = *L.physics;
           t.energy_mev = P.residual_energy_mev;
           t.scattering_factor = P.scattering_factor;

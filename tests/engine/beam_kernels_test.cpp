@@ -13,7 +13,7 @@
 
 namespace k = protondose::engine::kernels;
 
-TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcut) {
+TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcutAndTables) {
   const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
   int uniform_curves = 0;
   for (double e : {70.0, 118.0, 150.0, 226.0}) {
@@ -21,6 +21,9 @@ TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcu
     if (c.uniform_step_mm() > 0) ++uniform_curves;
     const std::vector<double>& d = c.depth_mm();
     const int n = static_cast<int>(d.size());
+    std::vector<double> slope(static_cast<std::size_t>(n - 1));
+    k::idd_slopes(d.data(), c.idd_nodes_mev_cm2_g().data(), n, slope.data());
+    const double inv_step = c.uniform_step_mm() > 0 ? 1.0 / c.uniform_step_mm() : 0.0;
     for (double w = -1.0; w <= c.end_depth_mm() + 2.0; w += 0.0173) {
       const double expected = c.cidd_mev(w);
       const double searched = k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n, 0.0, w);
@@ -28,6 +31,10 @@ TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcu
                                          c.uniform_step_mm(), w);
       ASSERT_NEAR(searched, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
       ASSERT_NEAR(divided, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
+      // The layer kernel's form: the inverse step and the slope table, no division.
+      const double tabled = k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n,
+                                        c.uniform_step_mm(), w, inv_step, slope.data());
+      ASSERT_NEAR(tabled, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
     }
   }
   EXPECT_GT(uniform_curves, 0) << "no curve exercised the equally-spaced shortcut";

@@ -217,6 +217,35 @@ TEST_P(GpuConvolution, MatchesTheCpuTwinForUniformSigma) {
   }
 }
 
+TEST_P(GpuConvolution, OddShapesAndRadiiWiderThanThePlane) {
+  // The separable row pass takes whole rows, several per block, in groups of 4
+  // outputs (tails of 1–3), with taps rounded up to 4 (zero weights); the column
+  // pass 8 rows per thread (tails here too). Planes narrower than a warp or the
+  // kernel, one-pixel rows and columns, several row and column tiles, and radii
+  // 0 and 32 beside 6 and 13 in one stack.
+  const bool per_slice = GetParam() == ConvolutionMethod::kGpuSeparable;
+  const int shapes[][2] = {{1, 1}, {1, 50}, {50, 1}, {5, 7}, {37, 53}, {130, 29}, {20, 36}};
+  for (const auto& shape : shapes) {
+    const int slices = 4;
+    testing::Stack st = testing::random_stack(std::to_string(shape[0]) + " x " + std::to_string(shape[1]),
+                                              210u + shape[0] + shape[1], slices, shape[0], shape[1], 1, false);
+    const float sigmas[slices] = {0.0f, 10.5f, 1.7f, 4.2f};  // r = 0, 32, 6, 13 px
+    std::vector<float> sx(slices), sy(slices);
+    for (int s = 0; s < slices; ++s) {  // per-slice σ only where the method supports it
+      sx[s] = per_slice ? sigmas[s] : 4.2f;
+      sy[s] = per_slice ? sigmas[(s + 1) % slices] : 1.7f;
+    }
+    const UniformSigmaInput input{st.shape, st.input().image, {sx.data(), sx.size()}, {sy.data(), sy.size()}};
+    const std::vector<double> reference = convolve_separable_cpu(input);
+    std::vector<float> gpu(st.shape.pixel_count(), -1.0f);
+    make_convolver(GetParam())->convolve(input, gpu.data());
+    const testing::Difference d = testing::compare(gpu, reference);
+    ASSERT_GT(d.reference_max, 0.0) << st.name;
+    EXPECT_LE(d.relative(), kTolerance) << st.name << " via " << method_name(GetParam()) << ": max diff " << d.max_abs
+                                        << " at index " << d.worst_index;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllGpuConvolutions, GpuConvolution,
                          ::testing::Values(ConvolutionMethod::kGpuSeparable, ConvolutionMethod::kGpuDirectGlobal,
                                            ConvolutionMethod::kGpuDirectConstant,

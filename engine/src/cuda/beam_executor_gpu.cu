@@ -40,12 +40,23 @@ void zero(DeviceBuffer<T>& d, std::size_t n) {
 
 // --- kernels ---------------------------------------------------------------
 
-__global__ void trace_kernel(kernels::TraceInput in, kernels::TraceOutput out, int* entry_min, int* first_min) {
+/// One thread per (slice, ray): kernels::trace_sample.
+__global__ void trace_sample_kernel(kernels::TraceInput in, kernels::TraceOutput out) {
+  const std::size_t plane = in.grid.plane();
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= plane * static_cast<std::size_t>(in.grid.slices)) return;
+  const std::size_t ray = p % plane;
+  kernels::trace_sample(in, out, static_cast<int>(ray % in.grid.cols), static_cast<int>(ray / in.grid.cols),
+                        static_cast<int>(p / plane));
+}
+
+/// One thread per ray: kernels::trace_wepl over the samples.
+__global__ void trace_wepl_kernel(kernels::TraceInput in, kernels::TraceOutput out, int* entry_min, int* first_min) {
   const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (ray >= in.grid.plane()) return;
   const int col = static_cast<int>(ray % in.grid.cols), row = static_cast<int>(ray / in.grid.cols);
   int entry, first;
-  kernels::trace_ray(in, out, col, row, &entry, &first);
+  kernels::trace_wepl(in, out, col, row, &entry, &first);
   if (entry >= 0) atomicMin(entry_min, entry);
   if (first >= 0) atomicMin(first_min, first);
 }
@@ -175,15 +186,34 @@ __global__ void finish_kernel(const float* beam, const float* density, std::size
   if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
 }
 
-/// Scales the plan dose, finds its maximum and its first bad voxel.
+/// Block-wide maximum of a non-negative float (thread 0's return value).
+__device__ float block_max(float v) {
+  __shared__ float partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float m = 0.0f;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
+  return m;
+}
+
+/// Scales the plan dose, finds its maximum and its first bad voxel. The
+/// maximum is reduced per block first: an atomicMax per positive voxel
+/// serialised on one address (0.34 ms for a 256³ dose on an H100, ncu).
 __global__ void finish_plan_kernel(float* plan, std::size_t n, double scale, unsigned long long* first_bad,
                                    unsigned* max_bits) {
   const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (v >= n) return;
-  float x = plan[v];
-  if (scale != 1.0) plan[v] = x = static_cast<float>(x * scale);
-  if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
-  else if (x > 0.0f) atomicMax(max_bits, __float_as_uint(x));  // ≥ 0: bits order as values
+  float good = 0.0f;
+  if (v < n) {
+    float x = plan[v];
+    if (scale != 1.0) plan[v] = x = static_cast<float>(x * scale);
+    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
+    else good = x;
+  }
+  const float block = block_max(good);
+  if (threadIdx.x == 0 && block > 0.0f) atomicMax(max_bits, __float_as_uint(block));  // ≥ 0: bits order as values
 }
 
 // --- the executor ----------------------------------------------------------
@@ -253,8 +283,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     const int init[2] = {INT_MAX, INT_MAX};
     ints_.reserve(2);
     PD_CUDA_CHECK(cudaMemcpy(ints_.get(), init, sizeof init, cudaMemcpyHostToDevice));
-    trace_kernel<<<blocks_for(plane), kThreads>>>(in, out, ints_.get(), ints_.get() + 1);
-    PD_CUDA_CHECK_LAUNCH("trace_kernel");
+    trace_sample_kernel<<<blocks_for(pixels), kThreads>>>(in, out);
+    PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
+    trace_wepl_kernel<<<blocks_for(plane), kThreads>>>(in, out, ints_.get(), ints_.get() + 1);
+    PD_CUDA_CHECK_LAUNCH("trace_wepl_kernel");
     int found[2];
     PD_CUDA_CHECK(cudaMemcpy(found, ints_.get(), sizeof found, cudaMemcpyDeviceToHost));
     TraceSummary s;
@@ -491,7 +523,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     pack.clear();
     float_pack.clear();
     struct Offsets {
-      std::size_t depth, idd, cidd;                                           // in pack
+      std::size_t depth, idd, cidd, idd_slope;                                // in pack
       std::size_t energy, scattering, halo_weight, halo_sigma, air_x, air_y;  // in float_pack
     };
     std::vector<Offsets> offsets;
@@ -506,7 +538,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       return at;
     };
     for (const HostLayerTables& h : layers)
-      offsets.push_back({append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd),
+      offsets.push_back({append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd), append(*h.curve_idd_slope),
                          append_float(h.energy_mev), append_float(h.scattering_factor), append_float(h.halo_weight),
                          append_float(h.halo_sigma_mm), append_float(h.air_sigma_x_mm), append_float(h.air_sigma_y_mm)});
     upload(layer_pack_, pack.data(), pack.size());
@@ -523,6 +555,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       t.curve_depth_mm = base + o.depth;
       t.curve_idd = base + o.idd;
       t.curve_cidd = base + o.cidd;
+      t.curve_idd_slope = base + o.idd_slope;
       t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
       t.energy_mev = float_base + o.energy;
       t.scattering_factor = float_base + o.scattering;
