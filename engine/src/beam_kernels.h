@@ -102,10 +102,29 @@ PD_HD inline Real uniform_table(const Real* t, int n, Real inv_step, Real x) {
   return t[i] * (1 - f) + t[i + 1] * f;
 }
 
-/// sqrt, fmin and fmax of layer_ray<Real>'s type: the float overloads keep a
-/// float instantiation in single precision on the host as on the device.
-PD_HD inline double real_sqrt(double x) { return sqrt(x); }
-PD_HD inline float real_sqrt(float x) { return sqrtf(x); }
+/// Square root and quotient of layer_ray<Real>'s per-slice results: IEEE in
+/// double (the CPU oracle) and on the host; in float on the GPU the hardware
+/// approximations (MUFU, within 2 ulp, against a ~10-instruction IEEE sequence
+/// each), in a loop bound by its instruction issue. x ≥ 0; b a normal float.
+PD_HD inline double result_sqrt(double x) { return sqrt(x); }
+PD_HD inline float result_sqrt(float x) {
+#ifdef __CUDA_ARCH__
+  return x > 0.0f ? x * rsqrtf(x) : 0.0f;
+#else
+  return sqrtf(x);
+#endif
+}
+PD_HD inline double result_divide(double a, double b) { return a / b; }
+PD_HD inline float result_divide(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdividef(a, b);
+#else
+  return a / b;
+#endif
+}
+
+/// fmin and fmax of layer_ray<Real>'s type: the float overloads keep a float
+/// instantiation in single precision on the host as on the device.
 PD_HD inline double real_fmin(double a, double b) { return fmin(a, b); }
 PD_HD inline float real_fmin(float a, float b) { return fminf(a, b); }
 PD_HD inline double real_fmax(double a, double b) { return fmax(a, b); }
@@ -407,6 +426,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // step's near face (both read wepl_far_mm of the same slice, and a far face
   // past the cut-off ends the loop), so each face's CIDD is evaluated once too.
   std::size_t idx = static_cast<std::size_t>(s.trace_first_slice) * plane + ray;  // trace index of slice k
+  std::size_t sidx = L.stack_offset * plane + ray;                                  // stack index of slice k
   float w_near_mm = s.trace_first_slice == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
   double cidd_near = cidd_at(static_cast<double>(w_near_mm) + wet);
   float next_w_far_mm = 0.0f, next_rho = 0.0f, next_rho_over_x = 0.0f;
@@ -416,7 +436,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     next_rho_over_x = s.rho_over_x[idx];
   }
   int k = 0;
-  for (; k < L.slices; ++k, idx += plane) {
+  for (; k < L.slices; ++k, idx += plane, sidx += plane) {
     if (w_near_mm >= L.cutoff_wepl_mm) break;
     const float w_far_mm = next_w_far_mm;
     const Real rho = next_rho;
@@ -460,8 +480,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     }
     const double step_energy_mev = f * d_mev;
     energy += step_energy_mev;
-    const Real pixel_gy = static_cast<Real>(step_energy_mev) / mass_g * static_cast<Real>(kGyPerMevPerGram);
-    const std::size_t sidx = (L.stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+    const Real pixel_gy = result_divide(static_cast<Real>(step_energy_mev), mass_g) * static_cast<Real>(kGyPerMevPerGram);
     const Real sxm = spread_x_iso_mm * mx, sym = spread_y_iso_mm * my;
     // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
     const Real vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
@@ -489,8 +508,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
         s.halo_variance_mm2[sidx] = 0.0f;
       }
     }
-    const float spx = static_cast<float>(real_sqrt(real_fmax(vx, Real(0))) / (pitch_x_mm * mx));
-    const float spy = static_cast<float>(real_sqrt(real_fmax(vy, Real(0))) / (pitch_y_mm * my));
+    const float spx = static_cast<float>(result_divide(result_sqrt(real_fmax(vx, Real(0))), pitch_x_mm * mx));
+    const float spy = static_cast<float>(result_divide(result_sqrt(real_fmax(vy, Real(0))), pitch_y_mm * my));
     s.sigma_x_px[sidx] = spx;
     s.sigma_y_px[sidx] = spy;
     const int rx = gaussian_radius_px(spx, s.cutoff_sigmas);

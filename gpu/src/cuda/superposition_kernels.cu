@@ -44,69 +44,94 @@ __global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
 __device__ inline void shared_min_bits(unsigned int* target, float v) { atomicMin(target, __float_as_uint(v)); }
 __device__ inline void shared_max_bits(unsigned int* target, float v) { atomicMax(target, __float_as_uint(v)); }
 
-/// One block per tile: the tile's radius, the σ range of its non-zero pixels,
-/// invalid pixels, the largest value. Buckets are filled afterwards
-/// (bucket_tiles_kernel), once every slice's σ range is known.
+/// Slices per block of analyse_tiles_kernel: a block per tile and slice was
+/// 212,000 blocks of 512 pixels for the water cube's stack, at half the
+/// H100's memory bandwidth.
+constexpr int kAnalysisSlicesPerBlock = 4;
+
+/// One block per tile column (tx, ty) of kAnalysisSlicesPerBlock slices: each
+/// tile's radius, the σ range of its non-zero pixels, invalid pixels, the
+/// largest value. Buckets are filled afterwards (bucket_tiles_kernel), once
+/// every slice's σ range is known.
 __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
-  const int tx = blockIdx.x, ty = blockIdx.y, s = blockIdx.z;
+  constexpr int kRowsPerThread = kTileRows / kBlockRows;
+  const int tx = blockIdx.x, ty = blockIdx.y;
   const int x = tx * kTileCols + threadIdx.x;
-  int radius = -1;
-  float largest = 0.0f;
-  float sx_min = INFINITY, sx_max = 0.0f, sy_min = INFINITY, sy_max = 0.0f;
-  for (int row = threadIdx.y; row < kTileRows; row += kBlockRows) {
-    const int y = ty * kTileRows + row;
-    if (x >= p.cols || y >= p.rows) continue;
-    const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
-    const float v = p.image[i], sx = p.sigma_x[i], sy = p.sigma_y[i];
-    bool valid = is_valid_value(v) && is_valid_value(sx) && is_valid_value(sy);
-    int r = 0;
-    if (valid) {
-      r = max(gaussian_radius_px(sx, p.cutoff_sigmas), gaussian_radius_px(sy, p.cutoff_sigmas));
-      valid = r <= kMaxKernelRadiusPx;
-    }
-    if (!valid) {
-      atomicMin(a.first_invalid, static_cast<unsigned long long>(i));
-    } else if (v > 0.0f) {
-      radius = max(radius, r);
-      largest = fmaxf(largest, v);
-      sx_min = fminf(sx_min, sx);
-      sx_max = fmaxf(sx_max, sx);
-      sy_min = fminf(sy_min, sy);
-      sy_max = fmaxf(sy_max, sy);
-    }
-  }
   __shared__ int tile_radius;
   __shared__ unsigned int tile_largest;
   __shared__ unsigned int tile_sigma_bits[4];  // min σx, max σx, min σy, max σy
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
-  if (leader) {
-    tile_radius = -1;
-    tile_largest = 0u;
-    tile_sigma_bits[0] = tile_sigma_bits[2] = UINT_MAX;
-    tile_sigma_bits[1] = tile_sigma_bits[3] = 0u;
-  }
-  __syncthreads();
-  if (radius >= 0) {
-    atomicMax(&tile_radius, radius);
-    atomicMax(&tile_largest, __float_as_uint(largest));  // order-preserving for floats >= 0
-    shared_min_bits(tile_sigma_bits + 0, sx_min);
-    shared_max_bits(tile_sigma_bits + 1, sx_max);
-    shared_min_bits(tile_sigma_bits + 2, sy_min);
-    shared_max_bits(tile_sigma_bits + 3, sy_max);
-  }
-  __syncthreads();
-  if (leader) {
-    const int tile = (s * p.tiles_y + ty) * p.tiles_x + tx;
-    a.tile_radius[tile] = tile_radius;
-    if (tile_radius >= 0) {
-      atomicMax(a.slice_radius + s, tile_radius);
-      atomicMax(a.max_image_bits, tile_largest);
-      unsigned int* slice_bits = a.slice_sigma_bits + 4 * static_cast<std::size_t>(s);
-      atomicMin(slice_bits + 0, tile_sigma_bits[0]);
-      atomicMax(slice_bits + 1, tile_sigma_bits[1]);
-      atomicMin(slice_bits + 2, tile_sigma_bits[2]);
-      atomicMax(slice_bits + 3, tile_sigma_bits[3]);
+  const int s_end = min(p.slices, (static_cast<int>(blockIdx.z) + 1) * kAnalysisSlicesPerBlock);
+  for (int s = blockIdx.z * kAnalysisSlicesPerBlock; s < s_end; ++s) {
+    // Every load first, then the checks: the checks' atomics would otherwise
+    // hold the next row's loads back.
+    float v[kRowsPerThread], sx[kRowsPerThread], sy[kRowsPerThread];
+    bool inside[kRowsPerThread];
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const int y = ty * kTileRows + threadIdx.y + j * kBlockRows;
+      inside[j] = x < p.cols && y < p.rows;
+      const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
+      v[j] = inside[j] ? p.image[i] : 0.0f;
+      sx[j] = inside[j] ? p.sigma_x[i] : 0.0f;
+      sy[j] = inside[j] ? p.sigma_y[i] : 0.0f;
     }
+    int radius = -1;
+    float largest = 0.0f;
+    float sx_min = INFINITY, sx_max = 0.0f, sy_min = INFINITY, sy_max = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      if (!inside[j]) continue;
+      bool valid = is_valid_value(v[j]) && is_valid_value(sx[j]) && is_valid_value(sy[j]);
+      int r = 0;
+      if (valid) {
+        r = max(gaussian_radius_px(sx[j], p.cutoff_sigmas), gaussian_radius_px(sy[j], p.cutoff_sigmas));
+        valid = r <= kMaxKernelRadiusPx;
+      }
+      if (!valid) {
+        const int y = ty * kTileRows + threadIdx.y + j * kBlockRows;
+        atomicMin(a.first_invalid, (static_cast<unsigned long long>(s) * p.rows + y) * p.cols + x);
+      } else if (v[j] > 0.0f) {
+        radius = max(radius, r);
+        largest = fmaxf(largest, v[j]);
+        sx_min = fminf(sx_min, sx[j]);
+        sx_max = fmaxf(sx_max, sx[j]);
+        sy_min = fminf(sy_min, sy[j]);
+        sy_max = fmaxf(sy_max, sy[j]);
+      }
+    }
+    if (leader) {
+      tile_radius = -1;
+      tile_largest = 0u;
+      tile_sigma_bits[0] = tile_sigma_bits[2] = UINT_MAX;
+      tile_sigma_bits[1] = tile_sigma_bits[3] = 0u;
+    }
+    __syncthreads();
+    if (radius >= 0) {
+      atomicMax(&tile_radius, radius);
+      atomicMax(&tile_largest, __float_as_uint(largest));  // order-preserving for floats >= 0
+      shared_min_bits(tile_sigma_bits + 0, sx_min);
+      shared_max_bits(tile_sigma_bits + 1, sx_max);
+      shared_min_bits(tile_sigma_bits + 2, sy_min);
+      shared_max_bits(tile_sigma_bits + 3, sy_max);
+    }
+    __syncthreads();
+    if (leader) {
+      const int tile = (s * p.tiles_y + ty) * p.tiles_x + tx;
+      a.tile_radius[tile] = tile_radius;
+      if (tile_radius >= 0) {
+        atomicMax(a.slice_radius + s, tile_radius);
+        atomicMax(a.max_image_bits, tile_largest);
+        unsigned int* slice_bits = a.slice_sigma_bits + 4 * static_cast<std::size_t>(s);
+        atomicMin(slice_bits + 0, tile_sigma_bits[0]);
+        atomicMax(slice_bits + 1, tile_sigma_bits[1]);
+        atomicMin(slice_bits + 2, tile_sigma_bits[2]);
+        atomicMax(slice_bits + 3, tile_sigma_bits[3]);
+      }
+    }
+    // No third barrier: the leader reads the tile's values, and resets them
+    // for the next slice, before that slice's first barrier, which every
+    // other thread's atomics on them follow.
   }
 }
 
@@ -546,7 +571,8 @@ void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t s
   const int reset_threads = std::max(kBucketCountSlots, p.slices);
   reset_analysis_kernel<<<(reset_threads + 255) / 256, 256, 0, stream>>>(a, p.slices);
   PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
-  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, p.slices), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
+  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, (p.slices + kAnalysisSlicesPerBlock - 1) / kAnalysisSlicesPerBlock),
+                         dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
   // Every slice has at least one tile, so tile_count() threads cover the slices too.
   bucket_tiles_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(p, a);
