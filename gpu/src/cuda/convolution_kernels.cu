@@ -23,16 +23,18 @@ namespace protondose::cuda {
 namespace {
 
 // Row pass: 4 adjacent outputs per thread (one float4 of samples and one of
-// weights feed 16 FMAs), a block of 256 threads over up to 4 such groups per
-// thread: whole rows of up to 4096 px, as many rows as fill the groups (≤ 32).
+// weights feed 16 FMAs), a block of 256 threads over up to 8 such groups per
+// thread: whole rows of up to 8192 px, as many rows as fill the groups (≤ 32).
 constexpr int kRowOutputs = 4;
 constexpr int kRowThreads = 256;
-constexpr int kRowGroupsPerBlock = 4 * kRowThreads;
+constexpr int kRowGroupsPerBlock = 8 * kRowThreads;
 constexpr int kMaxRowTileRows = 32;
 constexpr int kColumnTileCols = 32;    // column pass: 32 columns ...
-constexpr int kColumnTileRows = 64;    // ... × 64 rows per block, 8 rows of threads,
-constexpr int kColumnThreadRows = 8;   // each summing 8 adjacent rows of its column
-constexpr int kColumnOutputs = kColumnTileRows / kColumnThreadRows;
+constexpr int kColumnTileRows = 128;   // ... × 128 rows per block, 8 rows of threads,
+constexpr int kColumnThreadRows = 8;   // each summing blocks of 8 adjacent rows of its column
+constexpr int kColumnOutputs = 8;
+constexpr int kLoadBatch = 8;          // row pass: global loads in flight per thread
+constexpr int kSeparableBlocksPerSm = 6;  // 6 blocks of 256 threads per SM (≤ 40 registers)
 constexpr int kDirectTile = 32;        // direct shared-tile: 32 × 32 outputs per block
 constexpr int kMaxConstantRadius = 63;  // (2·63+1)² floats = 63.5 KiB of constant memory
 
@@ -64,6 +66,7 @@ int column_shared_bytes(int max_radius) {
   return (2 * max_radius + 1 + (kColumnTileRows + 2 * max_radius) * kColumnTileCols) * static_cast<int>(sizeof(float));
 }
 
+/// Whole rows (segments of 8192 px beyond), as many as fill kRowGroupsPerBlock groups, ≤ 32.
 RowTile row_tile(int rows, int cols) {
   const int groups = std::clamp((cols + kRowOutputs - 1) / kRowOutputs, 1, kRowGroupsPerBlock);
   return {std::max(1, std::min({kRowGroupsPerBlock / groups, kMaxRowTileRows, rows})), kRowOutputs * groups};
@@ -85,7 +88,7 @@ __device__ inline void accumulate_4x4(float (&sum)[kRowOutputs], float4 lo, floa
 /// per 128-px segment: a third of the threads idle, and instruction-bound at 2
 /// shared loads, an add and an FMA per output and tap pair. Here each thread
 /// takes 4 adjacent outputs at a time and the block whole rows.
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
     convolve_rows_kernel(ConvolutionParams p, int first, RowTile tile, const float* in, float* out) {
   extern __shared__ float4 row_smem[];
   const int k = first + blockIdx.z;
@@ -97,50 +100,65 @@ __global__ void __launch_bounds__(kRowThreads)
   float* segments = weights + row_taps(p.max_radius);      // rows × stride: in[y0 + r][x0 − R + i]
   for (int u = threadIdx.x; u < taps; u += kRowThreads)
     weights[u] = u <= 2 * R ? p.weights_x[k * (p.max_radius + 1) + abs(u - R)] : 0.0f;
-  // One team of threads per row (a warp each from 8 rows up), unrolled for loads in flight.
+  // One team of threads per row (a warp each from 8 rows up), each thread with
+  // kLoadBatch loads in flight: issued before their stores (a guarded load and
+  // store after another measured latency-bound). Samples outside [0, cols) are 0.
   const int teams = min(rows, kRowThreads / 32), team = kRowThreads / teams, length = tile.cols + taps;
+  const unsigned x_end = min(p.cols, x0 - R + length);
   for (int r = threadIdx.x / team; r < rows; r += teams) {
     const float* row_in = in + (static_cast<std::size_t>(s) * p.rows + y0 + r) * p.cols;
-#pragma unroll 4
-    for (int i = threadIdx.x % team; i < length; i += team) {
-      const int x = x0 - R + i;
-      segments[r * stride + i] = (x >= 0 && x < p.cols) ? row_in[x] : 0.0f;
+    float* segment = segments + r * stride;
+    for (int i0 = threadIdx.x % team; i0 < length; i0 += kLoadBatch * team) {
+      float v[kLoadBatch];
+#pragma unroll
+      for (int b = 0; b < kLoadBatch; ++b) {
+        const int x = x0 - R + i0 + b * team;
+        v[b] = static_cast<unsigned>(x) < x_end ? row_in[x] : 0.0f;
+      }
+#pragma unroll
+      for (int b = 0; b < kLoadBatch; ++b)
+        if (i0 + b * team < length) segment[i0 + b * team] = v[b];
     }
   }
   __syncthreads();
-  const int groups = tile.cols / kRowOutputs;
+  // Items (row r, group g of 4 outputs), kRowThreads apart: stepped without a division each.
+  const int groups = tile.cols / kRowOutputs, step_r = kRowThreads / groups, step_g = kRowThreads % groups;
   const bool aligned = p.cols % 4 == 0 && reinterpret_cast<std::uintptr_t>(out) % sizeof(float4) == 0;
-  for (int item = threadIdx.x; item < rows * groups; item += kRowThreads) {
-    const int r = item / groups, x = x0 + (item - r * groups) * kRowOutputs;
-    if (x >= p.cols) continue;
-    const float4* samples = reinterpret_cast<const float4*>(segments + r * stride + x - x0);
-    const float4* weights4 = reinterpret_cast<const float4*>(weights);
-    float sum[kRowOutputs] = {};
-    float4 lo = samples[0];
+  for (int r = threadIdx.x / groups, g = threadIdx.x % groups; r < rows;) {
+    const int x = x0 + g * kRowOutputs;
+    if (x < p.cols) {
+      const float4* samples = reinterpret_cast<const float4*>(segments + r * stride) + g;
+      const float4* weights4 = reinterpret_cast<const float4*>(weights);
+      float sum[kRowOutputs] = {};
+      float4 lo = samples[0];
 #pragma unroll 2
-    for (int c = 0; c < taps / 4; ++c) {
-      const float4 hi = samples[c + 1];
-      accumulate_4x4(sum, lo, hi, weights4[c]);
-      lo = hi;
-    }
-    float* row_out = out + (static_cast<std::size_t>(k) * p.rows + y0 + r) * p.cols + x;
-    if (aligned) {
-      *reinterpret_cast<float4*>(row_out) = make_float4(sum[0], sum[1], sum[2], sum[3]);
-    } else {
+      for (int c = 0; c < taps / 4; ++c) {
+        const float4 hi = samples[c + 1];
+        accumulate_4x4(sum, lo, hi, weights4[c]);
+        lo = hi;
+      }
+      float* row_out = out + (static_cast<std::size_t>(k) * p.rows + y0 + r) * p.cols + x;
+      if (aligned) {
+        *reinterpret_cast<float4*>(row_out) = make_float4(sum[0], sum[1], sum[2], sum[3]);
+      } else {
 #pragma unroll
-      for (int j = 0; j < kRowOutputs; ++j)
-        if (x + j < p.cols) row_out[j] = sum[j];
+        for (int j = 0; j < kRowOutputs; ++j)
+          if (x + j < p.cols) row_out[j] = sum[j];
+      }
     }
+    r += step_r;
+    g += step_g;
+    if (g >= groups) g -= groups, ++r;
   }
 }
 
-/// Column pass: a 32 × 64 output tile with an apron of R rows above and below;
+/// Column pass: a 32 × 128 output tile with an apron of R rows above and below;
 /// reads intermediate k, writes output slice s (ConvolutionParams::slice_of),
-/// the only writer of each of its pixels. Each thread sums 8 adjacent rows of
-/// its column through a window of 8 samples sliding down the taps, so that one
-/// shared sample and one weight feed 8 FMAs (the measured pass spent 2 shared
-/// loads, an add and an FMA per output and tap pair).
-__global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows)
+/// the only writer of each of its pixels. Each thread sums blocks of 8 adjacent
+/// rows of its column through a window of 8 samples sliding down the taps, so
+/// that one shared sample and one weight feed 8 FMAs (the measured pass spent 2
+/// shared loads, an add and an FMA per output and tap pair).
+__global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparableBlocksPerSm)
     convolve_columns_kernel(ConvolutionParams p, int first, const float* in, float* out) {
   extern __shared__ float smem[];
   const int k = first + blockIdx.z;
@@ -156,39 +174,41 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows)
     weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
   // The rows that the tile's threads read: whole 8-row blocks and the apron.
   const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
-  const float* plane_in = in + static_cast<std::size_t>(k) * p.rows * p.cols;
-#pragma unroll 4
+  const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
+  const bool inside = x < p.cols;
+#pragma unroll 8
   for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
-    const int y = y0 - R + r;
+    const unsigned y = y0 - R + r;  // < rows: inside the plane
     tile[r * kColumnTileCols + threadIdx.x] =
-        (x < p.cols && y >= 0 && y < p.rows) ? plane_in[static_cast<std::size_t>(y) * p.cols + x] : 0.0f;
+        inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
   }
   __syncthreads();
-  const int r0 = threadIdx.y * kColumnOutputs;  // the thread's first output row in the tile
-  if (x >= p.cols || r0 >= rows) return;
-  const float* column = tile + r0 * kColumnTileCols + threadIdx.x;  // tile row r0: image row y0 + r0 − R
-  float sum[kColumnOutputs] = {}, window[kColumnOutputs];
-#pragma unroll
-  for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
-  // Unrolled by the window's length, the shifts are register renames, not moves.
-#pragma unroll 8
-  for (int u = 0; u <= 2 * R; ++u) {  // window[j]: output j's sample at tap u
-#pragma unroll
-    for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
-    window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
-    const float w = weights[u];
-#pragma unroll
-    for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
-  }
+  if (!inside) return;
   const double scale = p.out_fixed ? *p.fixed_scale : 0.0;
+  for (int r0 = threadIdx.y * kColumnOutputs; r0 < rows; r0 += kColumnThreadRows * kColumnOutputs) {
+    const float* column = tile + r0 * kColumnTileCols + threadIdx.x;  // tile row r0: image row y0 + r0 − R
+    float sum[kColumnOutputs] = {}, window[kColumnOutputs];
 #pragma unroll
-  for (int j = 0; j < kColumnOutputs; ++j) {
-    if (r0 + j >= rows) break;
-    const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y0 + r0 + j) * p.cols + x;
-    if (p.out_fixed)
-      p.out_fixed[i] = to_fixed(sum[j], scale);
-    else
-      out[i] = sum[j];
+    for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
+    // Unrolled by the window's length, the shifts are register renames, not moves.
+#pragma unroll 8
+    for (int u = 0; u <= 2 * R; ++u) {  // window[j]: output j's sample at tap u
+#pragma unroll
+      for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
+      window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
+      const float w = weights[u];
+#pragma unroll
+      for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kColumnOutputs; ++j) {
+      if (r0 + j >= rows) break;
+      const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y0 + r0 + j) * p.cols + x;
+      if (p.out_fixed)
+        p.out_fixed[i] = to_fixed(sum[j], scale);
+      else
+        out[i] = sum[j];
+    }
   }
 }
 
