@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
+#include <vector>
 
 #include "dcmtk_util.h"
 #include "protondose/core/atomic_file.h"
 #include "protondose/core/error.h"
+#include "protondose/core/parallel.h"
 
 namespace protondose::dicom {
 
@@ -36,6 +39,8 @@ namespace {
 constexpr double kFrameGapToleranceMm = 0.01;
 // Direction cosines within this of ±1/0 count as axis-aligned.
 constexpr double kCosineTolerance = 1e-4;
+// Grids from this many voxels on are validated and converted on all cores.
+constexpr std::size_t kParallelVoxels = std::size_t{1} << 22;
 
 
 
@@ -257,20 +262,37 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
                        std::to_string(options.referenced_beam_number) + ")");
   }
 
-  // Validate and find the maximum before any DICOM is built.
-  double max_gy = 0.0;
+  // Validate and find the maximum before any DICOM is built: in chunks on
+  // threads of their own for a large grid (a 1 mm dose is ~30 M voxels);
+  // the error names the first bad voxel in memory order, whatever the chunks.
   const Grid3& g = dose_gy.grid;
-  for (std::size_t p = 0; p < dose_gy.data.size(); ++p) {
-    const float v = dose_gy.data[p];
-    if (!std::isfinite(v) || v < 0.0F) {
-      const int i = static_cast<int>(p % g.size[0]);
-      const int j = static_cast<int>((p / g.size[0]) % g.size[1]);
-      const int k = static_cast<int>(p / (static_cast<std::size_t>(g.size[0]) * g.size[1]));
-      throw InputError(where + "dose " + describe(v) + " Gy at voxel (" + std::to_string(i) + ", " +
-                       std::to_string(j) + ", " + std::to_string(k) + "); must be finite and >= 0");
+  const std::size_t count = dose_gy.data.size();
+  const int threads = count >= kParallelVoxels ? default_thread_count() : 1;
+  std::vector<float> chunk_max_gy(static_cast<std::size_t>(threads), 0.0F);
+  std::vector<std::size_t> chunk_first_bad(static_cast<std::size_t>(threads), count);
+  parallel_for_chunks(count, threads, [&](std::size_t begin, std::size_t end, int worker) {
+    float max_v = 0.0F;
+    for (std::size_t p = begin; p < end; ++p) {
+      const float v = dose_gy.data[p];
+      if (!(v >= 0.0F && v <= std::numeric_limits<float>::max())) {  // NaN, ±Inf, negative
+        chunk_first_bad[static_cast<std::size_t>(worker)] = p;
+        break;
+      }
+      max_v = std::max(max_v, v);
     }
-    max_gy = std::max(max_gy, static_cast<double>(v));
+    chunk_max_gy[static_cast<std::size_t>(worker)] = max_v;
+  });
+  const std::size_t first_bad = *std::min_element(chunk_first_bad.begin(), chunk_first_bad.end());
+  if (first_bad < count) {
+    const std::size_t p = first_bad;
+    const float v = dose_gy.data[p];
+    const int i = static_cast<int>(p % g.size[0]);
+    const int j = static_cast<int>((p / g.size[0]) % g.size[1]);
+    const int k = static_cast<int>(p / (static_cast<std::size_t>(g.size[0]) * g.size[1]));
+    throw InputError(where + "dose " + describe(v) + " Gy at voxel (" + std::to_string(i) + ", " +
+                     std::to_string(j) + ", " + std::to_string(k) + "); must be finite and >= 0");
   }
+  const double max_gy = *std::max_element(chunk_max_gy.begin(), chunk_max_gy.end());
   const int bits = options.sixteen_bit ? 16 : 32;
   const double max_pixel = options.sixteen_bit ? 65535.0 : 4294967295.0;
   const auto [scaling_text, scaling] = scaling_for(max_gy, max_pixel);
@@ -362,23 +384,35 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
     }
   }
 
-  // Pixels: round(dose / scaling), little-endian, as 16-bit words (OW).
-  const std::size_t count = dose_gy.data.size();
+  // Pixels: round(dose / scaling), little-endian, as 16-bit words (OW),
+  // written straight into the element's own buffer (no second copy of a
+  // 100 MB volume). The quotient is ≥ 0, so truncating q + ½ after the clamp
+  // is round-half-up, as floor(q + ½) would be, without a libm call.
   const std::size_t word_count = options.sixteen_bit ? count : 2 * count;
-  std::vector<Uint16> words(word_count);
-  for (std::size_t p = 0; p < count; ++p) {
-    const double q = std::min(max_pixel, std::floor(static_cast<double>(dose_gy.data[p]) / scaling + 0.5));
-    if (options.sixteen_bit) {
-      words[p] = static_cast<Uint16>(q);
-    } else {
-      const auto v = static_cast<std::uint32_t>(q);
-      words[2 * p] = static_cast<Uint16>(v & 0xFFFFu);
-      words[2 * p + 1] = static_cast<Uint16>(v >> 16);
+  auto* pixel_data = new DcmPixelData(DCM_PixelData);
+  Uint16* words = nullptr;
+  {
+    const OFCondition vr = pixel_data->setVR(EVR_OW);
+    const OFCondition created =
+        vr.good() ? pixel_data->createUint16Array(static_cast<Uint32>(word_count), words) : vr;
+    if (created.bad() || words == nullptr) {
+      delete pixel_data;
+      check_put(created.bad() ? created : makeOFCondition(0, 1, OF_error, "no buffer"), "create PixelData");
     }
   }
-  auto* pixel_data = new DcmPixelData(DCM_PixelData);
-  check_put(pixel_data->setVR(EVR_OW), "set PixelData VR");
-  check_put(pixel_data->putUint16Array(words.data(), static_cast<unsigned long>(word_count)), "set PixelData");
+  const bool sixteen_bit = options.sixteen_bit;
+  parallel_for_chunks(count, threads, [&](std::size_t begin, std::size_t end, int) {
+    for (std::size_t p = begin; p < end; ++p) {
+      const double q = std::min(max_pixel, static_cast<double>(dose_gy.data[p]) / scaling + 0.5);
+      const auto v = static_cast<std::uint32_t>(q);
+      if (sixteen_bit) {
+        words[p] = static_cast<Uint16>(v);
+      } else {
+        words[2 * p] = static_cast<Uint16>(v & 0xFFFFu);
+        words[2 * p + 1] = static_cast<Uint16>(v >> 16);
+      }
+    }
+  });
   const OFCondition inserted = ds.insert(pixel_data, OFTrue);
   if (inserted.bad()) {
     delete pixel_data;

@@ -339,8 +339,27 @@ std::atomic<std::uint64_t> next_prepared_ct_id{1};
 
 }  // namespace
 
+namespace {
+
+/// A CT-grid volume trilinearly resampled onto the output grid.
+Volume<float> on_output_grid(const Volume<float>& v, const Grid3& og) {
+  Volume<float> out(og, 0.0f);
+  for (int k = 0; k < og.size[2]; ++k)
+    for (int j = 0; j < og.size[1]; ++j)
+      for (int i = 0; i < og.size[0]; ++i) out.at(i, j, k) = sample_trilinear(v, og.position_mm(i, j, k));
+  return out;
+}
+
+}  // namespace
+
 std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double rsp_scale) const {
+  return prepare_ct(ct, hu_curve_, options_, rsp_scale);
+}
+
+std::shared_ptr<const PreparedCt> prepare_ct(const CtImage& ct, const physics::HuCurve& hu_curve,
+                                             const DoseEngineOptions& options, double rsp_scale) {
   const auto t0 = Clock::now();
+  options.validate();
   if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
     std::ostringstream m;
     m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
@@ -361,9 +380,9 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double 
   {
     const std::size_t n = ct.hu.data.size();
     std::atomic<bool> needs_serial_pass{false};
-    parallel_for_chunks(n, options_.threads, [&](std::size_t b, std::size_t e, int) {
+    parallel_for_chunks(n, options.threads, [&](std::size_t b, std::size_t e, int) {
       try {
-        hu_curve_.convert(ct.hu.data.data() + b, e - b, physics::HuCoveragePolicy::kError, p->rsp.data.data() + b,
+        hu_curve.convert(ct.hu.data.data() + b, e - b, physics::HuCoveragePolicy::kError, p->rsp.data.data() + b,
                           p->density.data.data() + b);
         if (rsp_scale != 1.0)
           for (std::size_t i = b; i < e; ++i) p->rsp.data[i] = static_cast<float>(p->rsp.data[i] * rsp_scale);
@@ -373,40 +392,77 @@ std::shared_ptr<const PreparedCt> DoseEngine::prepare(const CtImage& ct, double 
     });
     if (needs_serial_pass) {
       const physics::HuConversionReport report =
-          hu_curve_.convert(ct.hu.data.data(), n, options_.hu_policy, p->rsp.data.data(), p->density.data.data());
+          hu_curve.convert(ct.hu.data.data(), n, options.hu_policy, p->rsp.data.data(), p->density.data.data());
       if (!report.clamp_summary.empty()) spdlog::warn("HU conversion: {}", report.clamp_summary);
       if (rsp_scale != 1.0)
         for (float& v : p->rsp.data) v = static_cast<float>(v * rsp_scale);
     }
   }
-  const Grid3 og = output_grid(ct.hu.grid, options_.output_spacing_mm);
+  const Grid3 og = output_grid(ct.hu.grid, options.output_spacing_mm);
   p->out_grid = og;
   if (og != ct.hu.grid) {
-    p->out_rsp = Volume<float>(og, 0.0f);
-    p->out_density = Volume<float>(og, 0.0f);
-    for (int k = 0; k < og.size[2]; ++k)
-      for (int j = 0; j < og.size[1]; ++j)
-        for (int i = 0; i < og.size[0]; ++i) {
-          const Vec3 x = og.position_mm(i, j, k);
-          p->out_rsp.at(i, j, k) = sample_trilinear(p->rsp, x);
-          p->out_density.at(i, j, k) = sample_trilinear(p->density, x);
-        }
+    p->out_rsp = on_output_grid(p->rsp, og);
+    p->out_density = on_output_grid(p->density, og);
   }
   // 1/X of the scattering model's length (radiation length for the Highland
   // forms, Gottschalk's scattering length for the differential Molière form),
   // tabulated over the CT's density range: the scattering power is
   // T = T(E)|_{ρ/X = 1} · ρ/X, and the kernels look X up in this table.
   float max_density = 0;
-  for (float v : p->density.data) max_density = std::max(max_density, v);
+  {
+    std::vector<float> chunk_max(static_cast<std::size_t>(default_thread_count()), 0.0f);
+    parallel_for_chunks(p->density.data.size(), static_cast<int>(chunk_max.size()),
+                        [&](std::size_t b, std::size_t e, int worker) {
+                          float m = 0.0f;
+                          for (std::size_t i = b; i < e; ++i) m = std::max(m, p->density.data[i]);
+                          chunk_max[static_cast<std::size_t>(worker)] = m;
+                        });
+    for (float m : chunk_max) max_density = std::max(max_density, m);
+  }
   const double step = p->density_step_g_cm3;
   const int nodes = static_cast<int>(std::ceil(max_density / step)) + 2;
   p->inverse_length_table.resize(static_cast<std::size_t>(nodes));
-  const bool moliere = options_.scattering_model == physics::ScatteringPowerModel::kDifferentialMoliere;
+  const bool moliere = options.scattering_model == physics::ScatteringPowerModel::kDifferentialMoliere;
   for (int i = 0; i < nodes; ++i) {
     const double rho = std::max(i * step, kMinScatteringDensity);
     p->inverse_length_table[static_cast<std::size_t>(i)] =
         1.0 / (moliere ? physics::scattering_length_g_cm2(rho) : physics::radiation_length_g_cm2(rho));
   }
+  p->rsp_scale = rsp_scale;
+  p->id = next_prepared_ct_id.fetch_add(1);
+  p->conversion_s = seconds_since(t0);
+  return p;
+}
+
+std::shared_ptr<const PreparedCt> rescaled_ct(const PreparedCt& nominal, double rsp_scale) {
+  const auto t0 = Clock::now();
+  if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
+    std::ostringstream m;
+    m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
+    throw ConfigError(m.str());
+  }
+  if (nominal.rsp_scale != 1.0) {
+    std::ostringstream m;
+    m << "rescaled_ct: the CT was prepared at rsp_scale " << nominal.rsp_scale << ", not the nominal 1";
+    throw InternalError(m.str());
+  }
+  auto p = std::make_shared<PreparedCt>();
+  p->ct_grid = nominal.ct_grid;
+  p->patient_position = nominal.patient_position;
+  p->out_grid = nominal.out_grid;
+  // What the scale leaves alone is copied; the RSP is scaled as prepare_ct
+  // scales it (the float RSP times the double scale, rounded to float), and
+  // resampled from the scaled values, so the result is prepare_ct's bitwise.
+  p->density = nominal.density;
+  p->out_density = nominal.out_density;
+  p->inverse_length_table = nominal.inverse_length_table;
+  p->density_step_g_cm3 = nominal.density_step_g_cm3;
+  p->rsp = Volume<float>(nominal.rsp.grid, 0.0f);
+  parallel_for_chunks(p->rsp.data.size(), 0, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t i = b; i < e; ++i) p->rsp.data[i] = static_cast<float>(nominal.rsp.data[i] * rsp_scale);
+  });
+  if (!nominal.out_rsp.data.empty()) p->out_rsp = on_output_grid(p->rsp, p->out_grid);
+  p->rsp_scale = rsp_scale;
   p->id = next_prepared_ct_id.fetch_add(1);
   p->conversion_s = seconds_since(t0);
   return p;

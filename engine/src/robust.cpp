@@ -189,8 +189,11 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   const auto compute_scenario = [&](const DoseEngine& engine, int worker, std::size_t i) {
     const RobustScenario& s = scenarios[i];
     const auto ts = std::chrono::steady_clock::now();
+    // The HU are converted once; a range scenario scales the nominal's RSP.
+    const std::shared_ptr<const PreparedCt> nominal = prepared.get(1.0, nullptr, [&] { return engine.prepare(ct); });
     const std::shared_ptr<const PreparedCt> scaled =
-        prepared.get(s.rsp_scale, nullptr, [&] { return engine.prepare(ct, s.rsp_scale); });
+        s.rsp_scale == 1.0 ? nominal
+                           : prepared.get(s.rsp_scale, nullptr, [&] { return rescaled_ct(*nominal, s.rsp_scale); });
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
     DoseResult r = engine.compute(*scaled, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
     ScenarioDose out;
@@ -223,19 +226,14 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
       }
     }
     if (on_scenario) on_scenario(i, dose);
+    result.delivered_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
 
-  if (workers == 1) {
-    // One engine on the calling thread, each scenario delivered as it is done.
-    const DoseEngine engine(machine, hu_curve, worker_engine_options(options, 0, 1));
-    for (std::size_t i = 0; i < n; ++i) deliver(i, compute_scenario(engine, 0, i));
-    result.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return result;
-  }
-
-  // Several workers: each takes the next scenario index, computes it and puts
-  // the dose into the reorder buffer; the calling thread delivers index
-  // `delivered` as soon as it is there. `finished`, `delivered` (written by the
+  // Workers (one or more) each take the next scenario index, compute it and
+  // put the dose into the reorder buffer; the calling thread delivers index
+  // `delivered` as soon as it is there (min/max, on_scenario: DVHs, the
+  // per-scenario RT Dose) while the workers compute the next scenarios, so
+  // that work stays off the GPU's critical path even with one worker. `finished`, `delivered` (written by the
   // caller only) and `first_error` are guarded by `mutex`; `stop` is set under
   // it too, so that a worker or the caller waiting on `changed` sees it.
   const std::size_t max_waiting = 2 * static_cast<std::size_t>(workers);

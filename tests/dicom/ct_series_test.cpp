@@ -1,12 +1,19 @@
 // CT series reader on the shared reference CTs (geometry from
 // reference/README.md and case.json: 110 × 135 × 110 voxels of 2 mm, first
 // voxel centre (−109, −119, −109), HU −1000 air, 0 water, 1300 bone, −720 lung).
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcrleerg.h>
+#include <dcmtk/dcmdata/dctk.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "dicom_test_util.h"
 #include "protondose/core/error.h"
@@ -128,17 +135,131 @@ TEST(CtSeriesWriter, RoundTripsAFlippedPronePatientOrientation) {
   EXPECT_EQ(read.hu.data, ct.hu.data);
 }
 
+// Sets PROTONDOSE_NUM_THREADS, which default_thread_count() reads on every
+// call, for one scope: the CT reader splits its files over that many threads.
+class ScopedThreadCount {
+ public:
+  explicit ScopedThreadCount(int threads) {
+    if (const char* old = std::getenv(kName)) saved_ = old;
+    ::setenv(kName, std::to_string(threads).c_str(), 1);
+  }
+  ~ScopedThreadCount() {
+    if (saved_) ::setenv(kName, saved_->c_str(), 1);
+    else ::unsetenv(kName);
+  }
+  ScopedThreadCount(const ScopedThreadCount&) = delete;
+  ScopedThreadCount& operator=(const ScopedThreadCount&) = delete;
+
+ private:
+  static constexpr const char* kName = "PROTONDOSE_NUM_THREADS";
+  std::optional<std::string> saved_;
+};
+
+std::string slice_path(const std::string& dir, int n) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/CT.%04d.dcm", n);
+  return dir + name;
+}
+
 TEST(CtSeriesWriter, RoundTripsTheReferenceCtBitForBit) {
+  // 110 slices: read back serially and split over several threads, the image
+  // is the one written, bit for bit, with the slices in position order.
   const CtImage ct = read_ct_series(test::shared("reference/slab_dcpt/ct"));
   const std::string dir = test::scratch_dir();
   CtWriteOptions options;
   options.unsigned_pixels = true;
   write_ct_series(ct, dir, options);
-  const CtImage read = read_ct_series(dir);
-  EXPECT_EQ(read.hu.grid, ct.hu.grid);
-  EXPECT_EQ(read.hu.data, ct.hu.data);
-  EXPECT_EQ(read.series_instance_uid, ct.series_instance_uid);
-  EXPECT_EQ(read.frame_of_reference_uid, ct.frame_of_reference_uid);
+  std::vector<std::string> files;
+  for (int n = 1; n <= ct.hu.grid.size[2]; ++n) files.push_back(slice_path(dir, n));
+  for (int threads : {1, 2, 3, 16}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    const ScopedThreadCount scoped(threads);
+    const CtSeriesReadResult result = read_ct_series_detailed(dir);
+    const CtImage& read = result.ct;
+    EXPECT_EQ(read.hu.grid, ct.hu.grid);
+    ASSERT_EQ(read.hu.data.size(), ct.hu.data.size());
+    EXPECT_EQ(std::memcmp(read.hu.data.data(), ct.hu.data.data(), ct.hu.data.size() * sizeof(float)), 0);
+    EXPECT_EQ(result.slice_files, files);
+    EXPECT_EQ(result.padding_voxels, 0u);
+    EXPECT_EQ(read.series_instance_uid, ct.series_instance_uid);
+    EXPECT_EQ(read.frame_of_reference_uid, ct.frame_of_reference_uid);
+  }
+}
+
+// 40 slices of 64 × 48 (6 kB of pixels each: DCMTK loads them lazily, in the
+// reader's second pass), the HU varying from voxel to voxel.
+std::string forty_slice_series(const std::string& dir) {
+  CtImage ct;
+  Grid3 g;
+  g.size = {64, 48, 40};
+  g.spacing_mm = {1.0, 1.0, 2.0};
+  ct.hu = Volume<float>(g);
+  for (std::size_t p = 0; p < ct.hu.data.size(); ++p)
+    ct.hu.data[p] = static_cast<float>(static_cast<int>(p % 4000) - 1000);
+  write_ct_series(ct, dir);
+  return dir;
+}
+
+// The corrupt slices of the tests below (1-based, as in CT.0012.dcm).
+constexpr int kBadSlices[] = {12, 21, 27, 30};
+
+TEST(CtSeriesReader, NamesTheFirstBadFileInPathOrderWhateverTheThreadCount) {
+  // Slices 12, 21, 27 and 30 are truncated (the header pass fails on each);
+  // a serial read stops at slice 12, and so must every split over threads.
+  // 21 and 27 begin a thread's share at 2 and 3 threads: they fail first.
+  const std::string dir = forty_slice_series(test::scratch_dir());
+  for (int n : kBadSlices)
+    std::filesystem::resize_file(slice_path(dir, n), std::filesystem::file_size(slice_path(dir, n)) - 10);
+  for (int threads : {1, 2, 3, 8, 40}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    const ScopedThreadCount scoped(threads);
+    try {
+      read_ct_series(dir);
+      ADD_FAILURE() << "no exception";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("CT.0012.dcm"), std::string::npos) << what;
+      for (const char* later : {"CT.0021", "CT.0027", "CT.0030"})
+        EXPECT_EQ(what.find(later), std::string::npos) << what;
+      EXPECT_NE(what.find("not a readable DICOM file"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(CtSeriesReader, NamesTheFirstBadSliceInPositionOrderWhateverTheThreadCount) {
+  // The pixel pass fails on RLE-compressed slices, which the header pass
+  // accepts. The names are reversed, so the bad slice first in position order
+  // (CT.0012 → z_29) comes after the other bad ones (CT.0021, CT.0027,
+  // CT.0030 → z_20, z_14, z_11) in path order; a serial read reports z_29,
+  // and so must every split over threads.
+  const std::string dir = forty_slice_series(test::scratch_dir());
+  DcmRLEEncoderRegistration::registerCodecs();
+  for (int n : kBadSlices) {
+    DcmFileFormat file;
+    ASSERT_TRUE(file.loadFile(slice_path(dir, n).c_str()).good());
+    ASSERT_TRUE(file.getDataset()->chooseRepresentation(EXS_RLELossless, nullptr).good());
+    ASSERT_TRUE(file.saveFile((dir + "/rle.dcm").c_str(), EXS_RLELossless).good());
+    std::filesystem::rename(dir + "/rle.dcm", slice_path(dir, n));
+  }
+  for (int n = 1; n <= 40; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/z_%02d.dcm", 41 - n);
+    std::filesystem::rename(slice_path(dir, n), dir + name);
+  }
+  for (int threads : {1, 2, 3, 8, 40}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    const ScopedThreadCount scoped(threads);
+    try {
+      read_ct_series(dir);
+      ADD_FAILURE() << "no exception";
+    } catch (const UnavailableError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("z_29.dcm"), std::string::npos) << what;
+      for (const char* later : {"z_20", "z_14", "z_11"})
+        EXPECT_EQ(what.find(later), std::string::npos) << what;
+      EXPECT_NE(what.find("compressed pixel data"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(CtSeriesReader, SortsSlicesByPositionNotByFileName) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -276,6 +277,46 @@ TEST(RtDoseWriter, RejectsNegativeDoseNamingTheVoxel) {
   const std::string path = test::scratch_dir() + "/neg.dcm";
   EXPECT_THROW_WITH(write_rt_dose(path, dose, options), InputError, "voxel (3, 2, 1)", "-0.5 Gy");
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(RtDoseWriter, ALargeGridIsCheckedAndConvertedInChunksWithTheSameResultAndTheFirstBadVoxelNamed) {
+  // From 2^22 voxels on, the writer checks and converts in parallel chunks:
+  // the values must round-trip as on the serial path, and of two bad voxels
+  // in different chunks the first in memory order is the one reported.
+  Grid3 g;
+  g.size = {256, 128, 129};
+  g.spacing_mm = {1.0, 1.0, 1.0};
+  g.origin_mm = {-128.0, -64.0, -64.0};
+  ASSERT_GE(g.voxel_count(), std::size_t{1} << 22);
+  Volume<float> dose(g);
+  for (std::size_t p = 0; p < dose.data.size(); ++p)
+    dose.data[p] = static_cast<float>((p * 2654435761u) % 1000003u) * 1e-5F;
+  const IonPlan plan = slab_plan();
+  RtDoseWriteOptions options;
+  options.plan = &plan;
+  for (bool sixteen_bit : {false, true}) {
+    options.sixteen_bit = sixteen_bit;
+    const std::string path = test::scratch_dir() + "/large" + (sixteen_bit ? "16" : "32") + ".dcm";
+    write_rt_dose(path, dose, options);
+    const RtDose read = read_rt_dose(path);
+    ASSERT_EQ(read.dose_gy.data.size(), dose.data.size());
+    double max_error = 0.0;
+    for (std::size_t p = 0; p < dose.data.size(); ++p)
+      max_error = std::max(max_error, std::abs(static_cast<double>(read.dose_gy.data[p]) - dose.data[p]));
+    EXPECT_LE(max_error, 0.5 * read.dose_grid_scaling + std::ldexp(10.0, -23)) << (sixteen_bit ? 16 : 32);
+  }
+  const std::size_t early = dose.data.size() * 2 / 5, late = dose.data.size() * 9 / 10;
+  dose.data[late] = std::numeric_limits<float>::quiet_NaN();
+  const std::string bad = test::scratch_dir() + "/large_bad.dcm";
+  const auto voxel = [&](std::size_t p) {
+    return "voxel (" + std::to_string(p % 256) + ", " + std::to_string(p / 256 % 128) + ", " +
+           std::to_string(p / (256 * 128)) + ")";
+  };
+  const std::string late_voxel = voxel(late), early_voxel = voxel(early);
+  EXPECT_THROW_WITH(write_rt_dose(bad, dose, options), InputError, late_voxel.c_str(), "nan");
+  dose.data[early] = -0.5F;
+  EXPECT_THROW_WITH(write_rt_dose(bad, dose, options), InputError, early_voxel.c_str(), "-0.5 Gy");
+  EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
 TEST(RtDoseWriter, RejectsMissingPlan) {

@@ -407,6 +407,36 @@ TEST(DoseEngine, AnHuOutsideTheCurveNamesItsVoxelOrIsClampedWhenAskedAndNanIsRef
   EXPECT_NE(nan_msg.find("voxel 7 has a non-finite CT number"), std::string::npos) << nan_msg;
 }
 
+TEST(DoseEngine, ARangeScenarioRescaledFromTheNominalCtIsBitwiseItsOwnPreparation) {
+  // Robust's range scenarios scale the nominal's RSP instead of converting
+  // the HU again: the result must be what prepare() gives at that scale,
+  // on the CT grid and (resampled from the scaled RSP) on a coarser output grid.
+  CtImage ct = water_cube_ct(50);
+  for (std::size_t i = 0; i < ct.hu.data.size(); i += 7) ct.hu.data[i] = static_cast<float>(static_cast<int>(i % 2300) - 900);
+  for (const std::optional<double> spacing : {std::optional<double>{}, std::optional<double>{3.0}}) {
+    pe::DoseEngineOptions o = fast_options();
+    o.output_spacing_mm = spacing;
+    const pe::DoseEngine engine = make_engine(o);
+    const auto nominal = engine.prepare(ct);
+    for (double scale : {0.965, 1.035}) {
+      const auto direct = engine.prepare(ct, scale);
+      const auto rescaled = pe::rescaled_ct(*nominal, scale);
+      EXPECT_EQ(rescaled->rsp.data, direct->rsp.data) << scale;
+      EXPECT_EQ(rescaled->density.data, direct->density.data);
+      EXPECT_EQ(rescaled->out_rsp.data, direct->out_rsp.data);
+      EXPECT_EQ(rescaled->out_density.data, direct->out_density.data);
+      EXPECT_EQ(rescaled->out_grid, direct->out_grid);
+      EXPECT_EQ(rescaled->inverse_length_table, direct->inverse_length_table);
+      EXPECT_EQ(rescaled->rsp_scale, scale);
+      EXPECT_NE(rescaled->id, nominal->id);
+      EXPECT_NE(rescaled->rsp.data, nominal->rsp.data);
+    }
+    EXPECT_EQ(spacing.has_value(), !nominal->out_rsp.data.empty());
+    EXPECT_THROW(pe::rescaled_ct(*pe::rescaled_ct(*nominal, 1.035), 1.035), protondose::InternalError);
+    EXPECT_THROW(pe::rescaled_ct(*nominal, 0.0), protondose::ConfigError);
+  }
+}
+
 TEST(DoseEngine, TheDefaultHaloGridIsAsAccurateAsTheFinerOneAndAPitchOutsideTheRangeIsRefused) {
   // The fitted halo's default coarse pitch (8 mm) against 4 mm: the engine's
   // choice must not move the dose by more than a few tenths of a percent.

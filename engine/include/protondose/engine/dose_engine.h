@@ -176,9 +176,24 @@ struct PreparedCt {
   /// 1/X(ρ) (cm²/g) of the scattering model's length X on ρ = i·density_step_g_cm3.
   std::vector<double> inverse_length_table;
   double density_step_g_cm3 = 1e-3;
+  double rsp_scale = 1.0;  ///< the range scenario's RSP factor it was prepared with
   std::uint64_t id = 0;  ///< unique in the process: what device caches key on
   double conversion_s = 0;
 };
+
+/// Converts a CT as an engine with this HU curve and these options would
+/// (DoseEngine::prepare, which calls it): host work only, so a one-shot
+/// process can convert its CT while the GPU starts on another thread, before
+/// the engine exists. Reads options.threads, hu_policy, output_spacing_mm and
+/// scattering_model.
+std::shared_ptr<const PreparedCt> prepare_ct(const CtImage& ct, const physics::HuCurve& hu_curve,
+                                             const DoseEngineOptions& options, double rsp_scale = 1.0);
+
+/// The CT of a range scenario from the nominal one (prepared at rsp_scale 1):
+/// bitwise what prepare_ct would give at rsp_scale, without converting the
+/// HU again (robustness scenarios: one conversion for all range errors).
+/// ConfigError for a scale that is not finite and > 0.
+std::shared_ptr<const PreparedCt> rescaled_ct(const PreparedCt& nominal, double rsp_scale);
 
 /// Energy bookkeeping of one beam or a plan (MeV per fraction).
 struct EnergyBalance {

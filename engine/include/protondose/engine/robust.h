@@ -67,12 +67,17 @@ struct RobustResult {
   std::vector<int> devices;  ///< CUDA device of the worker that computed each scenario; −1 on the CPU backend
   std::vector<int> worker_indices;  ///< the worker (0 .. workers − 1) that computed each scenario
   int workers = 1;           ///< workers started: min(options.workers, scenario count)
+  /// When each scenario's delivery (min/max, on_scenario) ended, seconds from
+  /// the start of run_robust: the throughput once warm is
+  /// (n − 1) / (delivered_s[n−1] − delivered_s[0]).
+  std::vector<double> delivered_s;
   double total_s = 0;
 };
 
 /// Computes every scenario and calls on_scenario(index, plan dose) for each.
-/// The CT is prepared once per distinct rsp_scale (RSP scaled as
-/// DoseEngine::prepare does) and shared by every worker; each worker keeps its
+/// The CT is converted once, each distinct rsp_scale scales its RSP
+/// (rescaled_ct: bitwise DoseEngine::prepare at that scale), and every
+/// worker shares them; each worker keeps its
 /// own warm engine. With options.workers > 1 the scenarios are handed out one
 /// at a time to whichever worker is free.
 ///
