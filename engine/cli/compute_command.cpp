@@ -173,7 +173,7 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   // The CT conversion is host work: it runs while the GPU may still be starting.
   const std::shared_ptr<const pe::PreparedCt> prepared = pe::prepare_ct(ct, hu, o);
   t_stage = Clock::now();
-  const double gpu_start_s = gpu_start.wait();
+  const protondose::GpuStartTimings gpu_started = gpu_start.wait();
   const double gpu_start_wait_s = seconds_since(t_stage);
   t_stage = Clock::now();
   const pe::DoseEngine engine(std::move(machine), std::move(hu), o);
@@ -265,7 +265,9 @@ void run_compute(const ComputeArgs& a, protondose::cli::CliContext& ctx) {
   // what they did not hide), the engine (set-up and compute(), without the CT
   // conversion, which is in timings_s) and the outputs written.
   j["process_timings_s"] = {{"read_ct", read_ct_s},       {"read_plan", read_plan_s},
-                            {"gpu_start", gpu_start_s},   {"gpu_start_wait", gpu_start_wait_s},
+                            {"gpu_context", gpu_started.context_s},
+                            {"gpu_kernels", gpu_started.kernels_s},
+                            {"gpu_start_wait", gpu_start_wait_s},
                             {"engine", compute_s},        {"write_outputs", write_s}};
   j["outputs"] = written;
   if (a.json) {

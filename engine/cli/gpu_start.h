@@ -5,7 +5,6 @@
 /// would otherwise pay both one after the other (at 1 mm, ~0.4 s of GPU start
 /// and ~0.3 s of reading and CT conversion on an H100 host).
 
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <thread>
@@ -23,30 +22,29 @@ class GpuStart {
   explicit GpuStart(const std::vector<int>& devices) {
     for (std::size_t i = 0; i < devices.size(); ++i)
       threads_.emplace_back([this, i, device = devices[i]] {
-        const auto t0 = std::chrono::steady_clock::now();
+        GpuStartTimings t;
         try {
-          initialize_gpu_device(device);
+          t = initialize_gpu_device(device);
         } catch (const std::exception&) {
         }
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (i == 0) seconds_ = s;
+        if (i == 0) first_ = t;
       });
   }
   GpuStart(const GpuStart&) = delete;
   GpuStart& operator=(const GpuStart&) = delete;
   ~GpuStart() { wait(); }
 
-  /// Waits until every device has started; returns the seconds the first
-  /// one's start took (0 when there was none).
-  double wait() {
+  /// Waits until every device has started; returns what the first one's
+  /// start took (zeros when there was none, or when it failed).
+  GpuStartTimings wait() {
     for (std::thread& t : threads_)
       if (t.joinable()) t.join();
-    return seconds_;
+    return first_;
   }
 
  private:
   std::vector<std::thread> threads_;
-  double seconds_ = 0;
+  GpuStartTimings first_;
 };
 
 }  // namespace protondose::cli

@@ -22,7 +22,7 @@ namespace {
 bool built_with_cuda() { return false; }
 int gpu_device_count() { return 0; }
 GpuDeviceInfo gpu_device_info(int) { throw_built_without_cuda("gpu_device_info"); }
-void initialize_gpu_device(int) { throw_built_without_cuda("initialize_gpu_device"); }
+GpuStartTimings initialize_gpu_device(int) { throw_built_without_cuda("initialize_gpu_device"); }
 std::size_t gpu_free_memory_bytes(int) { throw_built_without_cuda("gpu_free_memory_bytes"); }
 
 std::unique_ptr<Superposer> make_gpu_superposer(SuperpositionMethod method,

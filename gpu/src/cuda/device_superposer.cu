@@ -2,6 +2,7 @@
 // management, the launch sequence per method, and the device-side error check.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <sstream>
 #include <vector>
 
@@ -59,11 +60,18 @@ void use_device(int index, const std::string& what) {
 
 }  // namespace
 
-void initialize_gpu_device(int index) {
+GpuStartTimings initialize_gpu_device(int index) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   use_device(index, "initialize_gpu_device");
   PD_CUDA_CHECK(cudaFree(nullptr));  // creates the context
+  const auto t1 = Clock::now();
   cuda::prepare_tile_kernels();      // loads and configures the tile kernels
   cuda::prepare_tensor_core_kernels();
+  GpuStartTimings t;
+  t.context_s = std::chrono::duration<double>(t1 - t0).count();
+  t.kernels_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  return t;
 }
 
 std::size_t gpu_free_memory_bytes(int index) {

@@ -32,11 +32,17 @@ struct GpuDeviceInfo {
 /// Properties of device `index`; UnavailableError if there is no such device.
 GpuDeviceInfo gpu_device_info(int index = 0);
 
+/// What initialize_gpu_device took (seconds).
+struct GpuStartTimings {
+  double context_s = 0;  ///< the CUDA context (first runtime call on the device)
+  double kernels_s = 0;  ///< loading and configuring the superposition kernels
+};
+
 /// Makes device `index` the calling thread's current device and starts its
 /// CUDA context and the superposition kernels' configuration now, so that a
 /// worker can do it while other work runs rather than inside its first
 /// computation. UnavailableError without CUDA or without that device.
-void initialize_gpu_device(int index);
+GpuStartTimings initialize_gpu_device(int index);
 
 /// Free memory of CUDA device `index` now (bytes), for sizing work up front;
 /// UnavailableError without CUDA or without that device.
