@@ -56,9 +56,16 @@ struct RobustArgs {
   double ray_pitch_mm = 1.0;
   double depth_step_mm = 1.0;
   std::string gpus;                    // --gpus all|0,1: GPU scenario workers
-  std::optional<int> workers_per_gpu;  // with --gpus (default 1)
-  std::optional<int> workers;          // without --gpus (default 1)
+  std::optional<int> workers_per_gpu;  // with --gpus (default kGpuWorkersPerDevice)
+  std::optional<int> workers;          // without --gpus (default: 1 on the CPU, kGpuWorkersPerDevice on a GPU)
 };
+
+/// Scenario workers per GPU by default. Two engines on one GPU keep it busy
+/// while the other one's host work and stage synchronisations run: plan03's
+/// 21 scenarios on an H100 ran at 45.8 scenarios/s once warm with 1 worker,
+/// 53.6 with 2 and 57.3 with 3 (docs/benchmarks-batch.md); each worker plans
+/// its stacks for its share of the device memory.
+constexpr int kGpuWorkersPerDevice = 2;
 
 /// The scenario workers and their devices from --gpus / --workers-per-gpu /
 /// --workers, as `protondose batch` places them (worker w on the w-th listed
@@ -70,7 +77,7 @@ void place_workers(const RobustArgs& a, pe::RobustOptions& ro) {
     if (a.workers_per_gpu)
       throw protondose::ConfigError("--workers-per-gpu " + std::to_string(*a.workers_per_gpu) +
                                     " needs --gpus; use --workers N for the CPU backend");
-    ro.workers = a.workers.value_or(1);
+    ro.workers = a.workers.value_or(ro.engine.backend == pe::Backend::kCpu ? 1 : kGpuWorkersPerDevice);
     return;
   }
   if (ro.engine.backend == pe::Backend::kCpu)
@@ -79,7 +86,7 @@ void place_workers(const RobustArgs& a, pe::RobustOptions& ro) {
   if (a.workers)
     throw protondose::ConfigError("--workers " + std::to_string(*a.workers) +
                                   " with --gpus " + a.gpus + ": GPU workers are --workers-per-gpu K per listed device");
-  const int per_gpu = a.workers_per_gpu.value_or(1);
+  const int per_gpu = a.workers_per_gpu.value_or(kGpuWorkersPerDevice);
   if (per_gpu < 1) throw protondose::ConfigError("--workers-per-gpu " + std::to_string(per_gpu) + ": need at least 1");
   ro.gpu_devices = pe::parse_gpu_list(a.gpus, protondose::gpu_device_count());
   ro.workers = static_cast<int>(ro.gpu_devices.size()) * per_gpu;
@@ -245,8 +252,8 @@ void add_robust(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_option("--ray-pitch", a->ray_pitch_mm, "BEV ray spacing at the isocentre plane (mm)")->capture_default_str();
   cmd->add_option("--depth-step", a->depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
   cmd->add_option("--gpus", a->gpus, "GPU scenario workers: all | 0,1 | 0 (device indices)");
-  cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Scenario workers sharing each GPU of --gpus (default 1)");
-  cmd->add_option("--workers", a->workers, "Scenario workers without --gpus, e.g. on the CPU backend (default 1)");
+  cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Scenario workers sharing each GPU of --gpus (default 2)");
+  cmd->add_option("--workers", a->workers, "Scenario workers without --gpus (default: 1 on the CPU backend, 2 on a GPU)");
   cmd->callback([a, &ctx]() { run_robust_command(*a, ctx); });
 }
 
