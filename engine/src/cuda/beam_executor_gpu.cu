@@ -93,8 +93,11 @@ __device__ double block_sum(double v) {
 // (37.5 % occupancy, ncu on an H100).
 __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits) {
-  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const kernels::LayerTables<float>& L = layers[blockIdx.y];
+  // The layers of one block of rays are neighbours in the launch order
+  // (blockIdx.x is the layer): they run together and read the same trace
+  // samples, which come from DRAM once and from L2 for the other layers.
+  const std::size_t ray = blockIdx.y * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const kernels::LayerTables<float>& L = layers[blockIdx.x];
   double energy = 0;
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
@@ -356,7 +359,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    layer_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(layers.size())), kThreads>>>(
+    layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads>>>(
         s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits);
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));

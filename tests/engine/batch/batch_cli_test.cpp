@@ -173,6 +173,18 @@ TEST(RobustCli, TwoCpuWorkersWriteTheOneWorkerMinimumAndMaximum) {
       EXPECT_EQ(s["device"], -1) << run;
       EXPECT_TRUE(s["worker"] >= 0 && s["worker"] < r["workers"]) << s.dump();
     }
+    // Delivered in order, all before the last RT Dose is written; the warm
+    // rate is the 3 scenarios after the first over that span.
+    double previous = 0.0;
+    for (const auto& s : r["scenarios"]) {
+      EXPECT_GE(s["delivered_at_s"].get<double>(), previous) << run;
+      previous = s["delivered_at_s"].get<double>();
+    }
+    const double written = r["outputs_written_s"].get<double>();
+    EXPECT_GE(written, previous) << run;
+    EXPECT_NEAR(r["warm_scenarios_per_s"].get<double>(),
+                3.0 / (written - r["scenarios"][0]["delivered_at_s"].get<double>()), 1e-9)
+        << run;
   }
   for (const char* file : {"dose_min.dcm", "dose_max.dcm", "dose_nominal.dcm"}) {
     const auto one = protondose::dicom::read_rt_dose((dir / "one" / file).string());
