@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
   bool tensor_cores = true;
   app.add_flag("!--tile-scatter", tensor_cores,
                "Scatter on the paper's shared-memory tile design instead of the tensor cores");
+  int tensor_core_min_radius_px = protondose::kTensorCoreMinRadiusPx;
+  app.add_option("--tensor-core-min-radius", tensor_core_min_radius_px,
+                 "Smallest kernel radius (px) scattered on the tensor cores; smaller ones on the tile scatter")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (const char* level = std::getenv("PROTONDOSE_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(level));
   try {
@@ -114,6 +118,7 @@ int main(int argc, char** argv) {
     options.nuclear_halo = halo;
     options.separable_uniform_slices = separable;
     options.tensor_core_scatter = tensor_cores;
+    options.tensor_core_min_radius_px = tensor_core_min_radius_px;
     options.spot_size_policy = pd::physics::SpotSizePolicy::kBeamModel;
     const pd::CtImage ct = water_cube(side_mm, voxel_mm);
     const pd::IonPlan plan = cube_plan(33, 3.0, 20, 118.12, 172.51, "", 2015u);

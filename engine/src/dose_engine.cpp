@@ -215,6 +215,7 @@ DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, Do
   so.cpu_threads = options_.threads;
   so.gpu_device = options_.gpu_device;
   so.separable_uniform_slices = options_.separable_uniform_slices;
+  so.tensor_core_min_radius_px = options_.tensor_core_min_radius_px;
   const SuperpositionMethod method = superposition_method(options_.backend, options_.tensor_core_scatter);
   if (options_.backend == Backend::kCpu) {
     superposer_ = make_superposer(method, so);

@@ -76,6 +76,10 @@ struct DoseEngineOptions {
   /// kTensorCoreMinRadiusPx stay on the tile scatter). False: the paper's tile
   /// scatter for every radius (kGpuScatterTiled), for comparisons.
   bool tensor_core_scatter = true;
+  /// With tensor_core_scatter: the smallest kernel radius (pixels) whose tiles
+  /// run on the tensor cores; smaller ones stay on the tile scatter
+  /// (SuperpositionOptions::tensor_core_min_radius_px).
+  int tensor_core_min_radius_px = kTensorCoreMinRadiusPx;
   /// Pencils stop at WEPL = range_cutoff_factor × R80 of the layer (or the end
   /// of the depth-dose table, whichever comes first), ≥ 1.
   double range_cutoff_factor = 1.05;
