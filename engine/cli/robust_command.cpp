@@ -62,12 +62,13 @@ struct RobustArgs {
   std::optional<int> workers;          // without --gpus (default: 1 on the CPU, kGpuWorkersPerDevice on a GPU)
 };
 
-/// Scenario workers per GPU by default. Two engines on one GPU keep it busy
-/// while the other one's host work and stage synchronisations run: plan03's
-/// 21 scenarios on an H100 ran at 45.8 scenarios/s once warm with 1 worker,
-/// 53.6 with 2 and 57.3 with 3 (docs/benchmarks-batch.md); each worker plans
-/// its stacks for its share of the device memory.
-constexpr int kGpuWorkersPerDevice = 2;
+/// Scenario workers per GPU by default. Several engines on one GPU keep it
+/// busy through each other's host work and stage synchronisations: plan03's
+/// 21 scenarios on an H100, once warm with writing included (4 runs each):
+/// 47.3–49.1 scenarios/s with 2 workers, 51.4–57.2 with 3, 50.5–55.7 with 4
+/// (docs/benchmarks-batch.md). Each worker plans its stacks for its share of
+/// the device memory.
+constexpr int kGpuWorkersPerDevice = 3;
 
 /// The scenario workers and their devices from --gpus / --workers-per-gpu /
 /// --workers, as `protondose batch` places them (worker w on the w-th listed
@@ -272,8 +273,8 @@ void add_robust(CLI::App& app, protondose::cli::CliContext& ctx) {
   cmd->add_option("--ray-pitch", a->ray_pitch_mm, "BEV ray spacing at the isocentre plane (mm)")->capture_default_str();
   cmd->add_option("--depth-step", a->depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
   cmd->add_option("--gpus", a->gpus, "GPU scenario workers: all | 0,1 | 0 (device indices)");
-  cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Scenario workers sharing each GPU of --gpus (default 2)");
-  cmd->add_option("--workers", a->workers, "Scenario workers without --gpus (default: 1 on the CPU backend, 2 on a GPU)");
+  cmd->add_option("--workers-per-gpu", a->workers_per_gpu, "Scenario workers sharing each GPU of --gpus (default 3)");
+  cmd->add_option("--workers", a->workers, "Scenario workers without --gpus (default: 1 on the CPU backend, 3 on a GPU)");
   cmd->callback([a, &ctx]() { run_robust_command(*a, ctx); });
 }
 
