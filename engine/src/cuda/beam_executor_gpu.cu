@@ -260,11 +260,14 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (patients_.size() >= kCachedPatients) patients_.pop_back();
     auto p = std::make_unique<PatientBuffers>();
     p->id = v.id;
-    upload_staged(p->rsp, v.rsp.data.data(), v.rsp.data.size());
-    upload_staged(p->density, v.density.data.data(), v.density.data.size());
+    // Pageable copies: through the pinned ring (a host copy of one chunk
+    // while the other crosses PCIe) the 1 mm plan03 CT's 2 × 110 MB took
+    // longer (dose ready 63–76 ms against 51–66, H100 host).
+    upload(p->rsp, v.rsp.data.data(), v.rsp.data.size());
+    upload(p->density, v.density.data.data(), v.density.data.size());
     if (!v.out_rsp.data.empty()) {  // else the output grid is the CT grid: rsp and density serve
-      upload_staged(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
-      upload_staged(p->out_density, v.out_density.data.data(), v.out_density.data.size());
+      upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
+      upload(p->out_density, v.out_density.data.data(), v.out_density.data.size());
     }
     upload(p->inverse_length, v.inverse_length_table.data(), v.inverse_length_table.size());
     patients_.insert(patients_.begin(), std::move(p));
@@ -517,39 +520,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
   }
 
-  /// The pinned ring of download() and upload_staged(), made at first use.
+  /// The pinned ring of download(), made at first use.
   void make_staging() {
     if (staging_[0] != nullptr) return;
     for (int b = 0; b < 2; ++b) {
       PD_CUDA_CHECK(cudaMallocHost(&staging_[b], kStagingBytes));
       PD_CUDA_CHECK(cudaEventCreateWithFlags(&staged_[b], cudaEventDisableTiming));
     }
-  }
-
-  /// A CT volume to the device through the pinned ring: the host copies chunk
-  /// c into one buffer while chunk c − 1 goes over PCIe from the other. A
-  /// pageable copy of a 1 mm CT's RSP and density (2 × 110 MB) ran at a few
-  /// GB/s, inside the first computation on that CT.
-  void upload_staged(DeviceBuffer<float>& d, const float* h, std::size_t n) {
-    const std::size_t bytes = n * sizeof(float);
-    if (bytes < 2 * kStagingBytes) {
-      upload(d, h, n);
-      return;
-    }
-    d.reserve(n);
-    make_staging();
-    const auto* src = reinterpret_cast<const unsigned char*>(h);
-    auto* dst = reinterpret_cast<unsigned char*>(d.get());
-    for (std::size_t c = 0, offset = 0; offset < bytes; ++c, offset += kStagingBytes) {
-      const std::size_t chunk = std::min(kStagingBytes, bytes - offset);
-      // The buffer's previous chunk (c − 2) must have left it.
-      if (c >= 2) PD_CUDA_CHECK(cudaEventSynchronize(staged_[c % 2]));
-      std::memcpy(staging_[c % 2], src + offset, chunk);
-      PD_CUDA_CHECK(cudaMemcpyAsync(dst + offset, staging_[c % 2], chunk, cudaMemcpyHostToDevice, 0));
-      PD_CUDA_CHECK(cudaEventRecord(staged_[c % 2], 0));
-    }
-    // The ring is free again (and the volume on the device) once both are done.
-    for (int b = 0; b < 2; ++b) PD_CUDA_CHECK(cudaEventSynchronize(staged_[b]));
   }
 
   void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, double cutoff_sigmas) {
