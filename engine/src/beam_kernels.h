@@ -90,29 +90,16 @@ PD_HD inline float sample_volume(const float* v, const int n[3], double ci, doub
 /// Mass density (g/cm³) below which a sample scatters nothing.
 constexpr double kMinScatteringDensity = 1e-6;
 
-/// A load from memory that no thread writes while the kernel runs (tables,
-/// the trace, the fluence): on the GPU through the read-only data path
-/// (LDG.CONSTANT); plain loads through pointers held in structs were generic
-/// loads that the compiler could not move past the kernel's stores.
-template <class T>
-PD_HD inline T ro(const T* p) {
-#ifdef __CUDA_ARCH__
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-
 /// Uniform table t[i] at x = i/inv_step: linear interpolation, clamped at both
 /// ends, in the table's type.
 template <class Real>
 PD_HD inline Real uniform_table(const Real* t, int n, Real inv_step, Real x) {
   const Real u = x * inv_step;
-  if (!(u > 0)) return ro(t);
+  if (!(u > 0)) return t[0];
   const int i = static_cast<int>(u);
-  if (i + 1 >= n) return ro(t + (n - 1));
+  if (i + 1 >= n) return t[n - 1];
   const Real f = u - i;
-  return ro(t + i) * (1 - f) + ro(t + i + 1) * f;
+  return t[i] * (1 - f) + t[i + 1] * f;
 }
 
 /// Square root and quotient of layer_ray<Real>'s per-slice results: IEEE in
@@ -274,14 +261,14 @@ PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const do
                              double w, double inv_uniform_step = 0.0, const double* idd_slope = nullptr) {
   constexpr double kGCm2PerMm = 0.1;
   if (n < 2 || w <= 0.0) return 0.0;
-  if (w >= ro(depth_mm + (n - 1))) return ro(cidd + (n - 1));
+  if (w >= depth_mm[n - 1]) return cidd[n - 1];
   int lo;
   if (uniform_step > 0.0) {
-    const double d1 = ro(depth_mm + 1);
-    if (w < d1) {
+    if (w < depth_mm[1]) {
       lo = 0;
     } else {
-      const double i = floor(inv_uniform_step > 0.0 ? (w - d1) * inv_uniform_step : (w - d1) / uniform_step) + 1.0;
+      const double i =
+          floor(inv_uniform_step > 0.0 ? (w - depth_mm[1]) * inv_uniform_step : (w - depth_mm[1]) / uniform_step) + 1.0;
       lo = i < n - 2 ? static_cast<int>(i) : n - 2;
     }
   } else {
@@ -289,15 +276,13 @@ PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const do
     int hi = n - 1;  // depth[lo] <= w < depth[hi]
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (ro(depth_mm + mid) <= w) lo = mid;
+      if (depth_mm[mid] <= w) lo = mid;
       else hi = mid;
     }
   }
-  const double t = w - ro(depth_mm + lo);
-  const double idd_lo = ro(idd + lo);
-  const double slope =
-      idd_slope ? ro(idd_slope + lo) : (ro(idd + lo + 1) - idd_lo) / (ro(depth_mm + lo + 1) - ro(depth_mm + lo));
-  return ro(cidd + lo) + kGCm2PerMm * t * (idd_lo + 0.5 * slope * t);
+  const double t = w - depth_mm[lo];
+  const double slope = idd_slope ? idd_slope[lo] : (idd[lo + 1] - idd[lo]) / (depth_mm[lo + 1] - depth_mm[lo]);
+  return cidd[lo] + kGCm2PerMm * t * (idd[lo] + 0.5 * slope * t);
 }
 
 /// Slope of the IDD on each segment of a curve (the `idd_slope` table of
@@ -400,12 +385,12 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       s.halo_variance_mm2[i] = 0.0f;
     }
   };
-  const double f = ro(L.fluence + ray);
+  const double f = L.fluence[ray];
   if (!(f > 0)) {
     for (int k = 0; k < L.slices; ++k) clear(k);
     return 0.0;
   }
-  const Real step = ro(s.step_mm + ray);
+  const Real step = s.step_mm[ray];
   Real a0 = 0, a1 = 0, a2 = 0;
   if (L.has_shifter) {
     const Real dz = static_cast<Real>(L.shifter_drift_depth_mm) * step / static_cast<Real>(g.depth_step_mm);
@@ -442,16 +427,13 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // past the cut-off ends the loop), so each face's CIDD is evaluated once too.
   std::size_t idx = static_cast<std::size_t>(s.trace_first_slice) * plane + ray;  // trace index of slice k
   std::size_t sidx = L.stack_offset * plane + ray;                                  // stack index of slice k
-  float w_near_mm = s.trace_first_slice == 0 ? 0.0f : ro(s.wepl_far_mm + (idx - plane));
+  float w_near_mm = s.trace_first_slice == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
   double cidd_near = cidd_at(static_cast<double>(w_near_mm) + wet);
   float next_w_far_mm = 0.0f, next_rho = 0.0f, next_rho_over_x = 0.0f;
-  Real next_air_x_mm = 0, next_air_y_mm = 0;
   if (L.slices > 0) {
-    next_w_far_mm = ro(s.wepl_far_mm + idx);
-    next_rho = ro(s.density_g_cm3 + idx);
-    next_rho_over_x = ro(s.rho_over_x + idx);
-    next_air_x_mm = ro(L.air_sigma_x_mm);
-    next_air_y_mm = ro(L.air_sigma_y_mm);
+    next_w_far_mm = s.wepl_far_mm[idx];
+    next_rho = s.density_g_cm3[idx];
+    next_rho_over_x = s.rho_over_x[idx];
   }
   int k = 0;
   for (; k < L.slices; ++k, idx += plane, sidx += plane) {
@@ -459,13 +441,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     const float w_far_mm = next_w_far_mm;
     const Real rho = next_rho;
     const Real rho_over_x = next_rho_over_x;
-    const Real air_x_mm = next_air_x_mm, air_y_mm = next_air_y_mm;
     if (k + 1 < L.slices) {
-      next_w_far_mm = ro(s.wepl_far_mm + idx + plane);
-      next_rho = ro(s.density_g_cm3 + idx + plane);
-      next_rho_over_x = ro(s.rho_over_x + idx + plane);
-      next_air_x_mm = ro(L.air_sigma_x_mm + k + 1);
-      next_air_y_mm = ro(L.air_sigma_y_mm + k + 1);
+      next_w_far_mm = s.wepl_far_mm[idx + plane];
+      next_rho = s.density_g_cm3[idx + plane];
+      next_rho_over_x = s.rho_over_x[idx + plane];
     }
     const Real w_near = w_near_mm, w_far = w_far_mm;
     w_near_mm = w_far_mm;  // the next step's near face
@@ -504,8 +483,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     const Real pixel_gy = result_divide(static_cast<Real>(step_energy_mev), mass_g) * static_cast<Real>(kGyPerMevPerGram);
     const Real sxm = spread_x_iso_mm * mx, sym = spread_y_iso_mm * my;
     // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
-    const Real vx = air_x_mm * air_x_mm - sxm * sxm + a2_centre;
-    const Real vy = air_y_mm * air_y_mm - sym * sym + a2_centre;
+    const Real vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
+    const Real vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
     if (L.halo_weight) {
       // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
       // fraction W of this step's energy spreads with the halo σ (total

@@ -91,7 +91,7 @@ __device__ double block_sum(double v) {
 // latency-bound (global loads). The float version takes 64 registers unbounded
 // and spills at 5 blocks (48); the double one took 78, where only 3 blocks fit
 // (37.5 % occupancy, ncu on an H100).
-__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* __restrict__ layers, double* energy_sum,
+__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
