@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -200,6 +201,26 @@ std::string forty_slice_series(const std::string& dir) {
   return dir;
 }
 
+// Reading `dir` with 1, 2, 3, 8 and 40 threads throws Error naming `first`
+// (what a serial read reports), none of `later`, and saying `message`.
+template <class Error>
+void expect_the_same_error_at_every_thread_count(const std::string& dir, const char* first,
+                                                 std::initializer_list<const char*> later, const char* message) {
+  for (int threads : {1, 2, 3, 8, 40}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    const ScopedThreadCount scoped(threads);
+    try {
+      read_ct_series(dir);
+      ADD_FAILURE() << "no exception";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(first), std::string::npos) << what;
+      for (const char* name : later) EXPECT_EQ(what.find(name), std::string::npos) << what;
+      EXPECT_NE(what.find(message), std::string::npos) << what;
+    }
+  }
+}
+
 // The corrupt slices of the tests below (1-based, as in CT.0012.dcm).
 constexpr int kBadSlices[] = {12, 21, 27, 30};
 
@@ -210,20 +231,8 @@ TEST(CtSeriesReader, NamesTheFirstBadFileInPathOrderWhateverTheThreadCount) {
   const std::string dir = forty_slice_series(test::scratch_dir());
   for (int n : kBadSlices)
     std::filesystem::resize_file(slice_path(dir, n), std::filesystem::file_size(slice_path(dir, n)) - 10);
-  for (int threads : {1, 2, 3, 8, 40}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    const ScopedThreadCount scoped(threads);
-    try {
-      read_ct_series(dir);
-      ADD_FAILURE() << "no exception";
-    } catch (const InputError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("CT.0012.dcm"), std::string::npos) << what;
-      for (const char* later : {"CT.0021", "CT.0027", "CT.0030"})
-        EXPECT_EQ(what.find(later), std::string::npos) << what;
-      EXPECT_NE(what.find("not a readable DICOM file"), std::string::npos) << what;
-    }
-  }
+  expect_the_same_error_at_every_thread_count<InputError>(dir, "CT.0012.dcm", {"CT.0021", "CT.0027", "CT.0030"},
+                                                          "not a readable DICOM file");
 }
 
 TEST(CtSeriesReader, NamesTheFirstBadSliceInPositionOrderWhateverTheThreadCount) {
@@ -246,20 +255,8 @@ TEST(CtSeriesReader, NamesTheFirstBadSliceInPositionOrderWhateverTheThreadCount)
     std::snprintf(name, sizeof name, "/z_%02d.dcm", 41 - n);
     std::filesystem::rename(slice_path(dir, n), dir + name);
   }
-  for (int threads : {1, 2, 3, 8, 40}) {
-    SCOPED_TRACE(std::to_string(threads) + " threads");
-    const ScopedThreadCount scoped(threads);
-    try {
-      read_ct_series(dir);
-      ADD_FAILURE() << "no exception";
-    } catch (const UnavailableError& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("z_29.dcm"), std::string::npos) << what;
-      for (const char* later : {"z_20", "z_14", "z_11"})
-        EXPECT_EQ(what.find(later), std::string::npos) << what;
-      EXPECT_NE(what.find("compressed pixel data"), std::string::npos) << what;
-    }
-  }
+  expect_the_same_error_at_every_thread_count<UnavailableError>(dir, "z_29.dcm", {"z_20", "z_14", "z_11"},
+                                                                "compressed pixel data");
 }
 
 TEST(CtSeriesReader, SortsSlicesByPositionNotByFileName) {
