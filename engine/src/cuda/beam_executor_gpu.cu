@@ -28,16 +28,18 @@ constexpr int kThreads = 256;
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
+/// Host to device in `stream`. From pageable memory the call returns once the
+/// source is staged, so `h` may go out of scope right after.
 template <class T>
-void upload(DeviceBuffer<T>& d, const T* h, std::size_t n) {
+void upload(DeviceBuffer<T>& d, const T* h, std::size_t n, cudaStream_t stream) {
   d.reserve(std::max<std::size_t>(n, 1));
-  if (n) PD_CUDA_CHECK(cudaMemcpy(d.get(), h, n * sizeof(T), cudaMemcpyHostToDevice));
+  if (n) PD_CUDA_CHECK(cudaMemcpyAsync(d.get(), h, n * sizeof(T), cudaMemcpyHostToDevice, stream));
 }
 
 template <class T>
-void zero(DeviceBuffer<T>& d, std::size_t n) {
+void zero(DeviceBuffer<T>& d, std::size_t n, cudaStream_t stream) {
   d.reserve(std::max<std::size_t>(n, 1));
-  if (n) PD_CUDA_CHECK(cudaMemsetAsync(d.get(), 0, n * sizeof(T)));
+  if (n) PD_CUDA_CHECK(cudaMemsetAsync(d.get(), 0, n * sizeof(T), stream));
 }
 
 // --- kernels ---------------------------------------------------------------
@@ -236,8 +238,13 @@ class GpuBeamExecutor final : public BeamExecutor {
   GpuBeamExecutor(SuperpositionMethod method, const SuperpositionOptions& options)
       : device_(options.gpu_device), superposer_(method, options) {
     PD_CUDA_CHECK(cudaSetDevice(device_));
+    // A stream of its own, not the legacy default stream: engines of several
+    // workers on one GPU (robust, batch) then neither serialise their kernels
+    // nor wait for each other's work at every stage's synchronisation.
+    PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~GpuBeamExecutor() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
     for (int b = 0; b < 2; ++b) {
       if (staging_[b] != nullptr) cudaFreeHost(staging_[b]);
       if (staged_[b] != nullptr) cudaEventDestroy(staged_[b]);
@@ -263,29 +270,29 @@ class GpuBeamExecutor final : public BeamExecutor {
     // Pageable copies: through the pinned ring (a host copy of one chunk
     // while the other crosses PCIe) the 1 mm plan03 CT's 2 × 110 MB took
     // longer (dose ready 63–76 ms against 51–66, H100 host).
-    upload(p->rsp, v.rsp.data.data(), v.rsp.data.size());
-    upload(p->density, v.density.data.data(), v.density.data.size());
+    upload(p->rsp, v.rsp.data.data(), v.rsp.data.size(), stream_);
+    upload(p->density, v.density.data.data(), v.density.data.size(), stream_);
     if (!v.out_rsp.data.empty()) {  // else the output grid is the CT grid: rsp and density serve
-      upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size());
-      upload(p->out_density, v.out_density.data.data(), v.out_density.data.size());
+      upload(p->out_rsp, v.out_rsp.data.data(), v.out_rsp.data.size(), stream_);
+      upload(p->out_density, v.out_density.data.data(), v.out_density.data.size(), stream_);
     }
-    upload(p->inverse_length, v.inverse_length_table.data(), v.inverse_length_table.size());
+    upload(p->inverse_length, v.inverse_length_table.data(), v.inverse_length_table.size(), stream_);
     patients_.insert(patients_.begin(), std::move(p));
     current_ = patients_.front().get();
   }
 
   void begin_plan(const Grid3& og) override {
     og_ = og;
-    zero(plan_, og.voxel_count());
+    zero(plan_, og.voxel_count(), stream_);
     // The host volume the plan dose will land in is made (allocated, every
     // page touched) on a thread of its own while the GPU computes: at 1 mm it
     // is ~100 MB, whose page faults took ~50 ms on the H100 host when they
     // came after the computation, inside the download.
     plan_host_ = std::async(std::launch::async, [og] { return Volume<float>(og, 0.0f); });
   }
-  void begin_beam() override { zero(beam_, og_.voxel_count()); }
+  void begin_beam() override { zero(beam_, og_.voxel_count(), stream_); }
 
-  void synchronize() override { PD_CUDA_CHECK(cudaStreamSynchronize(0)); }
+  void synchronize() override { PD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   TraceSummary trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
@@ -306,13 +313,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
     const int init[2] = {INT_MAX, INT_MAX};
     ints_.reserve(2);
-    PD_CUDA_CHECK(cudaMemcpy(ints_.get(), init, sizeof init, cudaMemcpyHostToDevice));
-    trace_sample_kernel<<<blocks_for(pixels), kThreads>>>(in, out);
+    PD_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), init, sizeof init, cudaMemcpyHostToDevice, stream_));
+    trace_sample_kernel<<<blocks_for(pixels), kThreads, 0, stream_>>>(in, out);
     PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
-    trace_wepl_kernel<<<blocks_for(plane), kThreads>>>(in, out, ints_.get(), ints_.get() + 1);
+    trace_wepl_kernel<<<blocks_for(plane), kThreads, 0, stream_>>>(in, out, ints_.get(), ints_.get() + 1);
     PD_CUDA_CHECK_LAUNCH("trace_wepl_kernel");
     int found[2];
-    PD_CUDA_CHECK(cudaMemcpy(found, ints_.get(), sizeof found, cudaMemcpyDeviceToHost));
+    copy_to_host(found, ints_.get(), sizeof found);
     TraceSummary s;
     s.entry_slice = found[0] == INT_MAX ? -1 : found[0];
     s.first_material_slice = found[1] == INT_MAX ? -1 : found[1];
@@ -322,18 +329,18 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
     std::vector<int> most(cutoffs.size(), 0);
     if (cutoffs.empty()) return most;
-    upload(doubles_, cutoffs.data(), cutoffs.size());
-    zero(cutoff_most_, cutoffs.size());
-    cutoff_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(cutoffs.size())), kThreads>>>(
+    upload(doubles_, cutoffs.data(), cutoffs.size(), stream_);
+    zero(cutoff_most_, cutoffs.size(), stream_);
+    cutoff_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(cutoffs.size())), kThreads, 0, stream_>>>(
         wepl_far_.get(), g, first, doubles_.get(), cutoff_most_.get());
     PD_CUDA_CHECK_LAUNCH("cutoff_kernel");
-    PD_CUDA_CHECK(cudaMemcpy(most.data(), cutoff_most_.get(), most.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    copy_to_host(most.data(), cutoff_most_.get(), most.size() * sizeof(int));
     return most;
   }
 
   void begin_bev(std::size_t pixels) override {
     bev_pixels_ = pixels;
-    zero(bev_, pixels);
+    zero(bev_, pixels, stream_);
   }
 
   LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared_in, std::size_t stack_slices,
@@ -360,12 +367,12 @@ class GpuBeamExecutor final : public BeamExecutor {
       unsigned max_variance_bits;
     } sums{0.0, INT_MIN, 0u};
     sums_.reserve(sizeof(Sums));
-    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads>>>(
+    layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads, 0, stream_>>>(
         s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits);
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
-    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    copy_to_host(&sums, sums_.get(), sizeof sums);
     LayerImagesSummary out;
     out.energy_mev = sums.energy;
     out.overshoot_px = sums.overshoot;
@@ -377,6 +384,10 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   std::size_t superpose_stack(const BevGeometry& g, std::size_t stack_slices,
                               const std::vector<HostLayerTables>& layers) override {
+    // The superposer runs in a stream of its own and waits for it before it
+    // returns: the layer images must be complete when it starts, and its
+    // output may be used in this stream right after.
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     const std::size_t n = stack_slices * g.plane();
     stack_out_.reserve(n);
     SuperpositionInput in;
@@ -387,8 +398,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     superposer_.superpose_device(in, stack_out_.get());
     std::vector<StackLayer> sl;
     for (const HostLayerTables& L : layers) sl.push_back({L.scalars.stack_offset, L.scalars.slices});
-    upload(stack_layers_, sl.data(), sl.size());
-    accumulate_kernel<<<blocks_for(bev_pixels_), kThreads>>>(stack_out_.get(), g.plane(),
+    upload(stack_layers_, sl.data(), sl.size(), stream_);
+    accumulate_kernel<<<blocks_for(bev_pixels_), kThreads, 0, stream_>>>(stack_out_.get(), g.plane(),
                                                              static_cast<int>(bev_pixels_ / g.plane()),
                                                              stack_layers_.get(), static_cast<int>(sl.size()), bev_.get());
     PD_CUDA_CHECK_LAUNCH("accumulate_kernel");
@@ -405,15 +416,15 @@ class GpuBeamExecutor final : public BeamExecutor {
       sl.push_back({L.scalars.stack_offset, L.scalars.slices});
       for (int k = 0; k < L.scalars.slices; ++k) depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
     }
-    upload(depth_slice_, depth_slice.data(), depth_slice.size());
+    upload(depth_slice_, depth_slice.data(), depth_slice.size(), stream_);
     halo_in_.reserve(3 * n);
     float* image = halo_in_.get();
     float* sx = image + n;
     float* sy = sx + n;
-    halo_bin_kernel<<<blocks_for(n), kThreads>>>(h, hg, depth_slice_.get(), stack_slices, halo_image_.get(),
+    halo_bin_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(h, hg, depth_slice_.get(), stack_slices, halo_image_.get(),
                                                  halo_variance_.get(), image, sx, sy);
     PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
-    PD_CUDA_CHECK(cudaStreamSynchronize(0));
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     stack_out_.reserve(n);
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
@@ -422,9 +433,9 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.sigma_y_px = {sy, n};
     superposer_.superpose_device(in, stack_out_.get());
     const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
-    zero(halo_bev_, halo_bev_pixels);
-    upload(stack_layers_, sl.data(), sl.size());
-    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads>>>(stack_out_.get(), hplane, hg.slices,
+    zero(halo_bev_, halo_bev_pixels, stream_);
+    upload(stack_layers_, sl.data(), sl.size(), stream_);
+    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads, 0, stream_>>>(stack_out_.get(), hplane, hg.slices,
                                                                  stack_layers_.get(), static_cast<int>(sl.size()),
                                                                  halo_bev_.get());
     PD_CUDA_CHECK_LAUNCH("accumulate_kernel (halo)");
@@ -442,17 +453,17 @@ class GpuBeamExecutor final : public BeamExecutor {
       double dose_times_density;
     } sums{ULLONG_MAX, 0.0};
     sums_.reserve(sizeof(Sums));
-    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    finish_kernel<<<blocks_for(n), kThreads>>>(beam_.get(), dose_to_water ? current_->output_rsp() : current_->output_density(), n,
+    finish_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(beam_.get(), dose_to_water ? current_->output_rsp() : current_->output_density(), n,
                                                plan_.get(), &d->first_bad, &d->dose_times_density);
     PD_CUDA_CHECK_LAUNCH("finish_kernel");
-    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    copy_to_host(&sums, sums_.get(), sizeof sums);
     BeamDoseCheck c;
     c.dose_times_density = sums.dose_times_density;
     if (sums.first_bad != ULLONG_MAX) {
       c.first_bad_voxel = static_cast<long long>(sums.first_bad);
-      PD_CUDA_CHECK(cudaMemcpy(&c.bad_value, beam_.get() + sums.first_bad, sizeof(float), cudaMemcpyDeviceToHost));
+      copy_to_host(&c.bad_value, beam_.get() + sums.first_bad, sizeof(float));
     }
     return c;
   }
@@ -464,18 +475,18 @@ class GpuBeamExecutor final : public BeamExecutor {
       unsigned max_bits;
     } sums{ULLONG_MAX, 0u};
     sums_.reserve(sizeof(Sums));
-    PD_CUDA_CHECK(cudaMemcpy(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice));
+    PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    finish_plan_kernel<<<blocks_for(n), kThreads>>>(plan_.get(), n, scale, &d->first_bad, &d->max_bits);
+    finish_plan_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(plan_.get(), n, scale, &d->first_bad, &d->max_bits);
     PD_CUDA_CHECK_LAUNCH("finish_plan_kernel");
-    PD_CUDA_CHECK(cudaMemcpy(&sums, sums_.get(), sizeof sums, cudaMemcpyDeviceToHost));
+    copy_to_host(&sums, sums_.get(), sizeof sums);
     PlanDoseSummary p;
     float m;
     std::memcpy(&m, &sums.max_bits, sizeof m);
     p.max_dose = m;
     if (sums.first_bad != ULLONG_MAX) {
       p.first_bad_voxel = static_cast<long long>(sums.first_bad);
-      PD_CUDA_CHECK(cudaMemcpy(&p.bad_value, plan_.get() + sums.first_bad, sizeof(float), cudaMemcpyDeviceToHost));
+      copy_to_host(&p.bad_value, plan_.get() + sums.first_bad, sizeof(float));
     }
     return p;
   }
@@ -509,8 +520,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     const std::size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
     const auto chunk_bytes = [&](std::size_t c) { return std::min(kStagingBytes, bytes - c * kStagingBytes); };
     const auto enqueue = [&](std::size_t c) {
-      PD_CUDA_CHECK(cudaMemcpyAsync(staging_[c % 2], src + c * kStagingBytes, chunk_bytes(c), cudaMemcpyDeviceToHost, 0));
-      PD_CUDA_CHECK(cudaEventRecord(staged_[c % 2], 0));
+      PD_CUDA_CHECK(cudaMemcpyAsync(staging_[c % 2], src + c * kStagingBytes, chunk_bytes(c), cudaMemcpyDeviceToHost, stream_));
+      PD_CUDA_CHECK(cudaEventRecord(staged_[c % 2], stream_));
     };
     for (std::size_t c = 0; c < std::min<std::size_t>(chunks, 2); ++c) enqueue(c);
     for (std::size_t c = 0; c < chunks; ++c) {
@@ -518,6 +529,13 @@ class GpuBeamExecutor final : public BeamExecutor {
       std::memcpy(dst + c * kStagingBytes, staging_[c % 2], chunk_bytes(c));
       if (c + 2 < chunks) enqueue(c + 2);
     }
+  }
+
+  /// Device to host in the executor's stream, then waits for it: the host
+  /// reads `h` next.
+  void copy_to_host(void* h, const void* d, std::size_t bytes) {
+    PD_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream_));
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
   /// The pinned ring of download(), made at first use.
@@ -540,9 +558,9 @@ class GpuBeamExecutor final : public BeamExecutor {
         spots.push_back({(sp.x_iso_mm - g.x0_mm) / g.pitch_x_mm, (sp.y_iso_mm - g.y0_mm) / g.pitch_y_mm, sp.protons,
                          static_cast<int>(l)});
     }
-    upload(spots_, spots.data(), spots.size());
-    upload(spread_sigma_, sigma_px.data(), sigma_px.size());
-    zero(fluence_, layers.size() * g.plane());
+    upload(spots_, spots.data(), spots.size(), stream_);
+    upload(spread_sigma_, sigma_px.data(), sigma_px.size(), stream_);
+    zero(fluence_, layers.size() * g.plane(), stream_);
     if (!spots.empty()) {
       // Shared memory for the widest box of any layer (clipped to the grid).
       int box_cols = 1, box_rows = 1;
@@ -556,7 +574,7 @@ class GpuBeamExecutor final : public BeamExecutor {
                                            static_cast<int>(bytes)));
         spread_shared_bytes_ = bytes;
       }
-      spread_kernel<<<static_cast<unsigned>(spots.size()), 128, bytes>>>(spots_.get(), spread_sigma_.get(),
+      spread_kernel<<<static_cast<unsigned>(spots.size()), 128, bytes, stream_>>>(spots_.get(), spread_sigma_.get(),
                                                                          cutoff_sigmas, g.cols, g.rows, fluence_.get());
       PD_CUDA_CHECK_LAUNCH("spread_kernel");
     }
@@ -570,7 +588,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
     const std::size_t n = og_.voxel_count();
-    resample_kernel<<<blocks_for(n), kThreads>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
+    resample_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
                                                  beam_.get());
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
@@ -602,8 +620,8 @@ class GpuBeamExecutor final : public BeamExecutor {
       offsets.push_back({append(*h.curve_depth_mm), append(*h.curve_idd), append(*h.curve_cidd), append(*h.curve_idd_slope),
                          append_float(h.energy_mev), append_float(h.scattering_factor), append_float(h.halo_weight),
                          append_float(h.halo_sigma_mm), append_float(h.air_sigma_x_mm), append_float(h.air_sigma_y_mm)});
-    upload(layer_pack_, pack.data(), pack.size());
-    upload(layer_float_pack_, float_pack.data(), float_pack.size());
+    upload(layer_pack_, pack.data(), pack.size(), stream_);
+    upload(layer_float_pack_, float_pack.data(), float_pack.size(), stream_);
     const double* base = layer_pack_.get();
     const float* float_base = layer_float_pack_.get();
     std::vector<kernels::LayerTables<float>> tables;
@@ -627,7 +645,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       t.air_sigma_y_mm = float_base + o.air_y;
       tables.push_back(t);
     }
-    upload(device_layers_, tables.data(), tables.size());
+    upload(device_layers_, tables.data(), tables.size(), stream_);
   }
 
   int device_;
@@ -658,6 +676,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<DeviceSpot> spots_;
   DeviceBuffer<double> spread_sigma_, fluence_;
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
+  cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
