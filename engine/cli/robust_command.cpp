@@ -64,10 +64,10 @@ struct RobustArgs {
 
 /// Scenario workers per GPU by default. Several engines on one GPU keep it
 /// busy through each other's host work and stage synchronisations: plan03's
-/// 21 scenarios on an H100, once warm with writing included (4 runs each):
-/// 47.3–49.1 scenarios/s with 2 workers, 51.4–57.2 with 3, 50.5–55.7 with 4
-/// (docs/benchmarks-batch.md). Each worker plans its stacks for its share of
-/// the device memory.
+/// 21 scenarios on an H100, once warm with writing included (3–4 runs each,
+/// each executor in its own stream): 40–42 scenarios/s with 1 worker, 50–52
+/// with 2, 52–61 with 3, 53–57 with 4 (docs/benchmarks-batch.md). Each worker
+/// plans its stacks for its share of the device memory.
 constexpr int kGpuWorkersPerDevice = 3;
 
 /// The scenario workers and their devices from --gpus / --workers-per-gpu /
