@@ -753,10 +753,11 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         }
         expected_mev += images.energy_mev;
 
-        // The superposition of the group's whole stack.
-        bd.separable_slices += exec.superpose_stack(geometry, stack_slices, tables);
-        stage_done(result.timings.superposition_s);
-        if (options_.nuclear_halo && images.max_halo_variance_mm2 > 0) {
+        // The nuclear halo of a beam and the superposition of the group's
+        // whole stack: independent of each other once the layer images exist,
+        // so the halo starts first and may run alongside (GPU executor).
+        const bool with_halo = options_.nuclear_halo && images.max_halo_variance_mm2 > 0;
+        if (with_halo) {
           // The nuclear halo of a beam: the halo shares of the input pixels are
           // summed into blocks of a coarse BEV grid (pitch ≈ halo_pitch_mm,
           // padded by the widest halo kernel so nothing is clipped), superposed
@@ -784,9 +785,32 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows};
           spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}), {} stack slices, widest halo sigma {:.1f} mm", label,
                         hg.cols, hg.rows, hg.pitch_x_mm, pad, stack_slices, std::sqrt(images.max_halo_variance_mm2));
-          exec.halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
-          stage_done(result.timings.nuclear_halo_s);
+          exec.start_halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
         }
+        {
+          // The halo is waited for also when the superposition throws: it
+          // works in the executor's buffers, which the next computation reuses.
+          struct HaloWait {
+            BeamExecutor& exec;
+            bool armed;
+            ~HaloWait() {
+              if (!armed) return;
+              try {
+                exec.wait_halo();
+              } catch (...) {
+              }
+            }
+          } halo_wait{exec, with_halo};
+          bd.separable_slices += exec.superpose_stack(geometry, stack_slices, tables);
+          halo_wait.armed = false;
+        }
+        const BeamExecutor::HaloRun halo_run = exec.wait_halo();
+        stage_done(result.timings.superposition_s);
+        // Run one after the other, the halo's time is its own stage; run
+        // alongside, the superposition stage is the wall time of both and the
+        // halo's own time overlaps it.
+        result.timings.nuclear_halo_s += halo_run.seconds;
+        if (!halo_run.overlapped) result.timings.superposition_s -= halo_run.seconds;
       }
       if (widen) continue;
       break;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -236,15 +237,18 @@ __global__ void finish_plan_kernel(float* plan, std::size_t n, double scale, uns
 class GpuBeamExecutor final : public BeamExecutor {
  public:
   GpuBeamExecutor(SuperpositionMethod method, const SuperpositionOptions& options)
-      : device_(options.gpu_device), superposer_(method, options) {
+      : device_(options.gpu_device), superposer_(method, options), halo_superposer_(method, options) {
     PD_CUDA_CHECK(cudaSetDevice(device_));
     // A stream of its own, not the legacy default stream: engines of several
     // workers on one GPU (robust, batch) then neither serialise their kernels
     // nor wait for each other's work at every stage's synchronisation.
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PD_CUDA_CHECK(cudaStreamCreateWithFlags(&halo_stream_, cudaStreamNonBlocking));
   }
   ~GpuBeamExecutor() override {
+    if (halo_run_.valid()) halo_run_.wait();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
     for (int b = 0; b < 2; ++b) {
       if (staging_[b] != nullptr) cudaFreeHost(staging_[b]);
       if (staged_[b] != nullptr) cudaEventDestroy(staged_[b]);
@@ -409,41 +413,84 @@ class GpuBeamExecutor final : public BeamExecutor {
   void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
             const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
-    const std::size_t hplane = hg.plane(), n = stack_slices * hplane;
-    std::vector<int> depth_slice(stack_slices);
-    std::vector<StackLayer> sl;
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo shares
+    run_halo(hg, h, stack_slices, halo_layers_of(layers, stack_slices), beam_from_out_index);
+  }
+
+  /// The halo on a host thread of its own, in its own stream and with its own
+  /// superposer and buffers, while the calling thread superposes the stack:
+  /// each superposition's host work (bucket read-backs, launches) leaves gaps
+  /// on the GPU that the other's kernels fill.
+  void start_halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h,
+                  std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
+                  const kernels::Affine3& beam_from_out_index) override {
+    (void)fine;
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo shares
+    halo_run_ = std::async(std::launch::async, [this, hg, h, stack_slices, hl = halo_layers_of(layers, stack_slices),
+                                                beam_from_out_index] {
+      PD_CUDA_CHECK(cudaSetDevice(device_));
+      const auto t0 = std::chrono::steady_clock::now();
+      run_halo(hg, h, stack_slices, hl, beam_from_out_index);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  }
+
+  HaloRun wait_halo() override {
+    if (!halo_run_.valid()) return {};
+    return {halo_run_.get(), true};
+  }
+
+  /// What the halo needs of the layers: each stack slice's depth slice, and
+  /// each layer's place in the stack.
+  struct HaloLayers {
+    std::vector<int> depth_slice;
+    std::vector<StackLayer> stack_layers;
+  };
+  static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices) {
+    HaloLayers hl;
+    hl.depth_slice.assign(stack_slices, 0);
     for (const HostLayerTables& L : layers) {
-      sl.push_back({L.scalars.stack_offset, L.scalars.slices});
-      for (int k = 0; k < L.scalars.slices; ++k) depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
+      hl.stack_layers.push_back({L.scalars.stack_offset, L.scalars.slices});
+      for (int k = 0; k < L.scalars.slices; ++k) hl.depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
     }
-    upload(depth_slice_, depth_slice.data(), depth_slice.size(), stream_);
+    return hl;
+  }
+
+  /// Binning onto the coarse grid, superposition, the stack summed per depth,
+  /// and resampling into the beam dose — in halo_stream_, with
+  /// halo_superposer_ and buffers of the halo's own; returns with the work done.
+  void run_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices, const HaloLayers& hl,
+                const kernels::Affine3& beam_from_out_index) {
+    const std::size_t hplane = hg.plane(), n = stack_slices * hplane;
+    upload(depth_slice_, hl.depth_slice.data(), hl.depth_slice.size(), halo_stream_);
     halo_in_.reserve(3 * n);
     float* image = halo_in_.get();
     float* sx = image + n;
     float* sy = sx + n;
-    halo_bin_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(h, hg, depth_slice_.get(), stack_slices, halo_image_.get(),
-                                                 halo_variance_.get(), image, sx, sy);
+    halo_bin_kernel<<<blocks_for(n), kThreads, 0, halo_stream_>>>(h, hg, depth_slice_.get(), stack_slices,
+                                                                   halo_image_.get(), halo_variance_.get(), image, sx, sy);
     PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
-    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    stack_out_.reserve(n);
+    PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
+    halo_stack_out_.reserve(n);
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
     in.image = {image, n};
     in.sigma_x_px = {sx, n};
     in.sigma_y_px = {sy, n};
-    superposer_.superpose_device(in, stack_out_.get());
+    halo_superposer_.superpose_device(in, halo_stack_out_.get());
     const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
-    zero(halo_bev_, halo_bev_pixels, stream_);
-    upload(stack_layers_, sl.data(), sl.size(), stream_);
-    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads, 0, stream_>>>(stack_out_.get(), hplane, hg.slices,
-                                                                 stack_layers_.get(), static_cast<int>(sl.size()),
-                                                                 halo_bev_.get());
+    zero(halo_bev_, halo_bev_pixels, halo_stream_);
+    upload(halo_stack_layers_, hl.stack_layers.data(), hl.stack_layers.size(), halo_stream_);
+    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads, 0, halo_stream_>>>(
+        halo_stack_out_.get(), hplane, hg.slices, halo_stack_layers_.get(), static_cast<int>(hl.stack_layers.size()),
+        halo_bev_.get());
     PD_CUDA_CHECK_LAUNCH("accumulate_kernel (halo)");
-    resample_into_beam(hg, halo_bev_.get(), beam_from_out_index);
+    resample_into_beam(hg, halo_bev_.get(), beam_from_out_index, halo_stream_);
+    PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
   }
 
   void resample(const BevGeometry& g, const kernels::Affine3& beam_from_out_index) override {
-    resample_into_beam(g, bev_.get(), beam_from_out_index);
+    resample_into_beam(g, bev_.get(), beam_from_out_index, stream_);
   }
 
   BeamDoseCheck finish_beam(bool dose_to_water) override {
@@ -586,9 +633,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     return sigma_px <= 0.0 ? 1 : static_cast<int>(std::ceil(2.0 * cutoff_sigmas * sigma_px)) + 2;
   }
 
-  void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index) {
+  void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index,
+                          cudaStream_t stream) {
     const std::size_t n = og_.voxel_count();
-    resample_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
+    resample_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
                                                  beam_.get());
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
@@ -650,6 +698,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   int device_;
   DeviceSuperposer superposer_;
+  DeviceSuperposer halo_superposer_;  ///< the halo's, so that it can run alongside superposer_
   /// A prepared CT in device memory.
   struct PatientBuffers {
     std::uint64_t id = 0;
@@ -677,11 +726,15 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<double> spread_sigma_, fluence_;
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
   cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
+  cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition
+  std::future<double> halo_run_;        ///< the halo started by start_halo: its seconds
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
   cudaEvent_t staged_[2] = {nullptr, nullptr};  ///< a chunk has landed in staging_[b]
   DeviceBuffer<StackLayer> stack_layers_;
+  DeviceBuffer<float> halo_stack_out_;  ///< the halo's superposition output (run_halo)
+  DeviceBuffer<StackLayer> halo_stack_layers_;
   DeviceBuffer<kernels::LayerTables<float>> device_layers_;
 };
 
