@@ -149,7 +149,10 @@ struct StageTimings {
   double ray_tracing_s = 0;
   double layer_images_s = 0;    ///< input images and σ-maps
   double superposition_s = 0;
-  double nuclear_halo_s = 0;    ///< halo: coarse images, its superposition and resampling
+  /// Halo: coarse images, its superposition and resampling. On the GPU it
+  /// runs alongside the superposition (its own time, overlapping
+  /// superposition_s, which is then the wall time of both).
+  double nuclear_halo_s = 0;
   double resampling_s = 0;
   double checks_s = 0;
   double download_s = 0;        ///< GPU backends: the dose volume(s) copied to host memory
