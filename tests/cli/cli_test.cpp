@@ -168,6 +168,17 @@ TEST_F(Cli, ComputeOfTheExampleWritesRtDoseMetaImagePngAndJson) {
     EXPECT_TRUE(fs::exists(dir / file)) << file;
   const Volume<float> dose = read_metaimage((dir / "dose.mhd").string());
   EXPECT_DOUBLE_EQ(dose.grid.spacing_mm[0], 6.0);
+  // The process around the engine: each stage timed, none on the GPU here;
+  // the engine stage holds the engine's own computation (its total without
+  // the CT conversion, which runs before it).
+  const auto& p = j["process_timings_s"];
+  for (const char* stage : {"read_ct", "read_plan", "engine", "write_outputs"})
+    EXPECT_GT(p[stage].get<double>(), 0.0) << stage;
+  for (const char* stage : {"gpu_context", "gpu_kernels"}) EXPECT_EQ(p[stage].get<double>(), 0.0) << stage;
+  EXPECT_GE(p["gpu_start_wait"].get<double>(), 0.0);
+  EXPECT_GT(j["timings_s"]["hu_conversion"].get<double>(), 0.0);
+  EXPECT_GE(p["engine"].get<double>() + 1e-6,
+            j["timings_s"]["total"].get<double>() - j["timings_s"]["hu_conversion"].get<double>());
 }
 
 }  // namespace
