@@ -477,6 +477,12 @@ DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
   return r;
 }
 
+void DoseEngine::preload(const PreparedCt& ct) const {
+  std::lock_guard<std::mutex> lock(compute_mutex_);
+  executor_->set_patient(ct);
+  executor_->synchronize();
+}
+
 DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
   std::lock_guard<std::mutex> lock(compute_mutex_);
   const auto t_start = Clock::now();

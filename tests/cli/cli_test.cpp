@@ -172,7 +172,7 @@ TEST_F(Cli, ComputeOfTheExampleWritesRtDoseMetaImagePngAndJson) {
   // the engine stage holds the engine's own computation (its total without
   // the CT conversion, which runs before it).
   const auto& p = j["process_timings_s"];
-  for (const char* stage : {"read_ct", "read_plan", "engine", "write_outputs"})
+  for (const char* stage : {"read_ct", "read_plan", "engine_setup", "engine", "write_outputs"})
     EXPECT_GT(p[stage].get<double>(), 0.0) << stage;
   for (const char* stage : {"gpu_context", "gpu_kernels"}) EXPECT_EQ(p[stage].get<double>(), 0.0) << stage;
   EXPECT_GE(p["gpu_start_wait"].get<double>(), 0.0);

@@ -269,6 +269,11 @@ class DoseEngine {
   /// and each engine's executor keeps its own device copy keyed by
   /// PreparedCt::id, so several engines may compute on one PreparedCt at once.
   DoseResult compute(const PreparedCt& ct, const IonPlan& plan) const;
+  /// Puts a prepared CT where compute() reads it — on a GPU backend, uploads
+  /// its volumes into the engine's device cache — so that a later compute()
+  /// on it starts at once: a one-shot process does this while its GPU still
+  /// loads kernels. Nothing to do on the CPU backend.
+  void preload(const PreparedCt& ct) const;
   /// Converts a CT for this engine (HU curve, output grid, scattering lengths).
   /// rsp_scale multiplies every relative stopping power (a range-uncertainty
   /// scenario; 1 = nominal), leaving the mass density as it is. Throws
