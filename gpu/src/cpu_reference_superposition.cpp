@@ -72,20 +72,23 @@ BandPartial scatter_band(const SuperpositionInput& in, float cutoff, int slice, 
   return part;
 }
 
-}  // namespace
-
-std::vector<double> superpose_cpu_reference(const SuperpositionInput& input,
-                                            const SuperpositionOptions& options) {
+/// The oracle's sum, handed out one slice at a time: emit(slice, values)
+/// with the slice's plane in double, on the worker threads (each slice once).
+/// Each band of rows scatters into its own buffer, and a slice's bands are
+/// added in band order, so the result does not depend on the thread count.
+template <class Emit>
+void superpose_by_slice(const SuperpositionInput& input, const SuperpositionOptions& options, Emit&& emit) {
   validate_superposition_input(input, options);
   const StackShape& shape = input.shape;
   const float cutoff = static_cast<float>(options.cutoff_sigmas);
   const int bands_per_slice = (shape.rows + kBandRows - 1) / kBandRows;
   const int threads = options.cpu_threads > 0 ? options.cpu_threads : default_thread_count();
   const std::size_t plane = static_cast<std::size_t>(shape.rows) * shape.cols;
-  std::vector<double> output(shape.pixel_count(), 0.0);
 
-  // Slices are processed in batches so that the band buffers stay bounded.
-  const int slices_per_batch = std::max(1, 4 * threads / bands_per_slice);
+  // Slices are processed in batches so that the band buffers stay bounded
+  // (16 bands per thread: with 4, a batch of a 184-row slice on 2 threads
+  // was one slice, and the threads were started twice per slice).
+  const int slices_per_batch = std::max(1, 16 * threads / bands_per_slice);
   for (int first = 0; first < shape.slices; first += slices_per_batch) {
     const int last = std::min(shape.slices, first + slices_per_batch);
     const std::size_t items = static_cast<std::size_t>(last - first) * bands_per_slice;
@@ -98,16 +101,29 @@ std::vector<double> superpose_cpu_reference(const SuperpositionInput& input,
     // Ordered reduction: band 0, 1, ... of each slice (slices are independent).
     parallel_for_chunks(static_cast<std::size_t>(last - first), threads,
                         [&](std::size_t begin, std::size_t end, int) {
+                          std::vector<double> sum(plane);
                           for (std::size_t s = begin; s < end; ++s) {
-                            double* out = output.data() + (first + s) * plane;
+                            std::fill(sum.begin(), sum.end(), 0.0);
                             for (int b = 0; b < bands_per_slice; ++b) {
                               const BandPartial& p = partials[s * bands_per_slice + b];
-                              double* dst = out + static_cast<std::size_t>(p.first_row) * shape.cols;
+                              double* dst = sum.data() + static_cast<std::size_t>(p.first_row) * shape.cols;
                               for (std::size_t k = 0; k < p.values.size(); ++k) dst[k] += p.values[k];
                             }
+                            emit(first + static_cast<int>(s), sum.data());
                           }
                         });
   }
+}
+
+}  // namespace
+
+std::vector<double> superpose_cpu_reference(const SuperpositionInput& input,
+                                            const SuperpositionOptions& options) {
+  const std::size_t plane = static_cast<std::size_t>(input.shape.rows) * input.shape.cols;
+  std::vector<double> output(input.shape.pixel_count(), 0.0);
+  superpose_by_slice(input, options, [&](int slice, const double* values) {
+    std::copy(values, values + plane, output.data() + static_cast<std::size_t>(slice) * plane);
+  });
   return output;
 }
 
@@ -117,10 +133,14 @@ class CpuReferenceSuperposer final : public Superposer {
  public:
   explicit CpuReferenceSuperposer(const SuperpositionOptions& options) : options_(options) {}
   SuperpositionMethod method() const override { return SuperpositionMethod::kCpuReference; }
+  /// Straight into the float output, slice by slice on the worker threads:
+  /// no stack-sized double array to clear and convert serially.
   void superpose(const SuperpositionInput& input, float* output) override {
-    const std::vector<double> result = superpose_cpu_reference(input, options_);
-    std::transform(result.begin(), result.end(), output,
-                   [](double v) { return static_cast<float>(v); });
+    const std::size_t plane = static_cast<std::size_t>(input.shape.rows) * input.shape.cols;
+    superpose_by_slice(input, options_, [&](int slice, const double* values) {
+      float* out = output + static_cast<std::size_t>(slice) * plane;
+      for (std::size_t q = 0; q < plane; ++q) out[q] = static_cast<float>(values[q]);
+    });
   }
 
  private:
