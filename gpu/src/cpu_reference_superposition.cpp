@@ -85,10 +85,11 @@ void superpose_by_slice(const SuperpositionInput& input, const SuperpositionOpti
   const int threads = options.cpu_threads > 0 ? options.cpu_threads : default_thread_count();
   const std::size_t plane = static_cast<std::size_t>(shape.rows) * shape.cols;
 
-  // Slices are processed in batches so that the band buffers stay bounded
-  // (16 bands per thread: with 4, a batch of a 184-row slice on 2 threads
-  // was one slice, and the threads were started twice per slice).
-  const int slices_per_batch = std::max(1, 16 * threads / bands_per_slice);
+  // Slices are processed in batches so that the band buffers stay bounded:
+  // 4 bands per thread, but at least 4 slices (with 1, a 184-row slice on 2
+  // threads was a batch of its own, and the threads were started twice per
+  // slice).
+  const int slices_per_batch = std::max(4, 4 * threads / bands_per_slice);
   for (int first = 0; first < shape.slices; first += slices_per_batch) {
     const int last = std::min(shape.slices, first + slices_per_batch);
     const std::size_t items = static_cast<std::size_t>(last - first) * bands_per_slice;
