@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -389,17 +390,10 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
   // 100 MB volume). The quotient is ≥ 0, so truncating q + ½ after the clamp
   // is round-half-up, as floor(q + ½) would be, without a libm call.
   const std::size_t word_count = options.sixteen_bit ? count : 2 * count;
-  auto* pixel_data = new DcmPixelData(DCM_PixelData);
+  auto pixel_data = std::make_unique<DcmPixelData>(DCM_PixelData);
+  check_put(pixel_data->setVR(EVR_OW), "set PixelData VR");
   Uint16* words = nullptr;
-  {
-    const OFCondition vr = pixel_data->setVR(EVR_OW);
-    const OFCondition created =
-        vr.good() ? pixel_data->createUint16Array(static_cast<Uint32>(word_count), words) : vr;
-    if (created.bad() || words == nullptr) {
-      delete pixel_data;
-      check_put(created.bad() ? created : makeOFCondition(0, 1, OF_error, "no buffer"), "create PixelData");
-    }
-  }
+  check_put(pixel_data->createUint16Array(static_cast<Uint32>(word_count), words), "create PixelData");
   const bool sixteen_bit = options.sixteen_bit;
   parallel_for_chunks(count, threads, [&](std::size_t begin, std::size_t end, int) {
     for (std::size_t p = begin; p < end; ++p) {
@@ -413,11 +407,8 @@ void write_rt_dose(const std::string& path, const Volume<float>& dose_gy, const 
       }
     }
   });
-  const OFCondition inserted = ds.insert(pixel_data, OFTrue);
-  if (inserted.bad()) {
-    delete pixel_data;
-    check_put(inserted, "insert PixelData");
-  }
+  check_put(ds.insert(pixel_data.get(), OFTrue), "insert PixelData");
+  pixel_data.release();  // the dataset owns it now
 
   write_file_atomically(path, [&](const std::string& tmp) {
     const OFCondition status = file.saveFile(tmp.c_str(), EXS_LittleEndianExplicit);

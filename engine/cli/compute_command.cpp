@@ -63,7 +63,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-
 // An output whose folder does not exist fails before the computation, not after.
 void require_output_folder(const std::string& path, const std::string& option) {
   if (path.empty()) return;

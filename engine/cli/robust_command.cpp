@@ -147,19 +147,18 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   std::map<std::string, std::vector<protondose::compare::Dvh>> curves;
   std::map<std::string, double> bin_width_gy;
   const bool progress = !ctx.quiet && ::isatty(STDERR_FILENO);  // quiet when piped
+  // One RT Dose into --out-dir; callable from several threads at once.
+  const auto write_dose = [&](const std::string& file, const std::string& description,
+                              const protondose::Volume<float>& dose) {
+    protondose::dicom::RtDoseWriteOptions options = w;
+    options.series_description = "protondose robust: " + description;
+    protondose::dicom::write_rt_dose((fs::path(a.out_dir) / file).string(), dose, options);
+  };
   auto on_scenario = [&](std::size_t i, const protondose::Volume<float>& dose) {
-    if (i == 0) {
-      // The nominal is final once delivered: written now, on the delivering
-      // thread, while the workers compute the next scenarios.
-      protondose::dicom::RtDoseWriteOptions wn = w;
-      wn.series_description = "protondose robust: nominal";
-      protondose::dicom::write_rt_dose((fs::path(a.out_dir) / "dose_nominal.dcm").string(), dose, wn);
-    }
-    if (a.per_scenario) {
-      w.series_description = "protondose robust: " + scenarios[i].name;
-      protondose::dicom::write_rt_dose((fs::path(a.out_dir) / ("scenario_" + scenarios[i].name + ".dcm")).string(),
-                                       dose, w);
-    }
+    // The nominal is final once delivered: written now, on the delivering
+    // thread, while the workers compute the next scenarios.
+    if (i == 0) write_dose("dose_nominal.dcm", "nominal", dose);
+    if (a.per_scenario) write_dose("scenario_" + scenarios[i].name + ".dcm", scenarios[i].name, dose);
     json m = json::object();
     if (structures) {
       if (i == 0)
@@ -187,15 +186,11 @@ void run_robust_command(const RobustArgs& a, protondose::cli::CliContext& ctx) {
   if (progress) std::fprintf(stderr, "\n");
 
   // The minimum and maximum are final only now: written side by side.
-  const auto write_envelope = [&](const char* file, const char* description, const protondose::Volume<float>& dose) {
-    protondose::dicom::RtDoseWriteOptions we = w;
-    we.series_description = description;
-    protondose::dicom::write_rt_dose((fs::path(a.out_dir) / file).string(), dose, we);
-  };
   {
-    auto min_written = std::async(std::launch::async, write_envelope, "dose_min.dcm",
-                                  "protondose robust: voxel-wise minimum over scenarios", std::cref(r.min_gy));
-    write_envelope("dose_max.dcm", "protondose robust: voxel-wise maximum over scenarios", r.max_gy);
+    auto min_written = std::async(std::launch::async, [&] {
+      write_dose("dose_min.dcm", "voxel-wise minimum over scenarios", r.min_gy);
+    });
+    write_dose("dose_max.dcm", "voxel-wise maximum over scenarios", r.max_gy);
     min_written.get();
   }
   // From the start of run_robust (the same instant as its delivered_s' zero,

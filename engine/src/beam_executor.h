@@ -7,10 +7,9 @@
 /// beam (layers, grid, groups, tables) on the host and hands the executor
 /// plain numbers and small tables. Private to the engine.
 
-#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "beam_kernels.h"
@@ -119,32 +118,17 @@ class BeamExecutor {
 
   /// The nuclear halo of the stack: binning onto the coarse grid (layers
   /// merged per depth, kernels::halo_bin_pixel), superposition, and resampling
-  /// into the beam dose.
-  virtual void halo(const kernels::BevGeometry& fine, const kernels::BevGeometry& coarse,
-                    const kernels::HaloBinning& binning, std::size_t stack_slices,
-                    const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) = 0;
-
-  /// The halo of the stack as halo() does it, started now so that it may run
-  /// alongside the superposition of the same stack (superpose_stack); it
-  /// reads only the layer images' halo shares and adds into the beam dose,
-  /// which the superposition leaves alone. wait_halo() ends it and must come
-  /// before resample(). Default: halo() at once, on the calling thread.
+  /// into the beam dose. It reads only the layer images' halo shares and adds
+  /// into the beam dose, which superpose_stack leaves alone, so an executor
+  /// may run it alongside superpose_stack (the GPU executor does) or at once,
+  /// on the calling thread (the CPU executor). wait_halo() must follow before
+  /// resample().
   virtual void start_halo(const kernels::BevGeometry& fine, const kernels::BevGeometry& coarse,
                           const kernels::HaloBinning& binning, std::size_t stack_slices,
-                          const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) {
-    const auto t0 = std::chrono::steady_clock::now();
-    halo(fine, coarse, binning, stack_slices, layers, beam_from_out_index);
-    synchronize();
-    pending_halo_ = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), false};
-  }
-  /// What the halo since start_halo took (seconds of its own), and whether it
-  /// ran alongside the superposition; zeros when none was started. Rethrows
-  /// the halo's error.
-  struct HaloRun {
-    double seconds = 0;
-    bool overlapped = false;
-  };
-  virtual HaloRun wait_halo() { return std::exchange(pending_halo_, HaloRun{}); }
+                          const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) = 0;
+  /// Ends the halo of start_halo: its own seconds when it ran alongside,
+  /// nothing when start_halo ran it to the end. Rethrows the halo's error.
+  virtual std::optional<double> wait_halo() { return std::nullopt; }
 
   /// Resamples the BEV dose into the beam dose.
   virtual void resample(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index) = 0;
@@ -162,9 +146,6 @@ class BeamExecutor {
   virtual Volume<float> plan_dose() = 0;
   /// Zeroes the plan dose on the output grid `og`.
   virtual void begin_plan(const Grid3& og) = 0;
-
- protected:
-  HaloRun pending_halo_;  ///< the default start_halo's record
 };
 
 /// The arithmetic of the CPU executor's layer images (kernels::layer_ray<Real>).

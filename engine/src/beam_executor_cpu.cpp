@@ -42,11 +42,12 @@ struct UninitializedAllocator : std::allocator<T> {
   }
 };
 
-/// The stack arrays of the layer images: kernels::layer_ray writes every
-/// pixel, zeros included, so sizing them need not clear them first — a
-/// serial fill of five ~100 M-float arrays that the layer images' threads
-/// then wrote over (plan03 at 2 mm: the layer-image stage barely sped up
-/// from 1 to 2 threads). Their pages are first touched by those threads.
+/// The stack arrays of the layer images and of the superposition output:
+/// kernels::layer_ray and the superposer write every pixel, zeros included,
+/// so sizing them need not clear them first — a serial fill of ~100 M-float
+/// arrays that the worker threads then wrote over (plan03 at 2 mm: the
+/// layer-image stage barely sped up from 1 to 2 threads). Their pages are
+/// first touched by those threads.
 using StackArray = std::vector<float, UninitializedAllocator<float>>;
 
 /// A layer table in the type of kernels::layer_ray<Real>: the host vector
@@ -190,24 +191,26 @@ class CpuBeamExecutor final : public BeamExecutor {
   std::size_t superpose_stack(const BevGeometry& g, std::size_t stack_slices,
                               const std::vector<HostLayerTables>& layers) override {
     const std::size_t plane = g.plane();
-    StackArray out(stack_slices * plane);  // every pixel written by the superposer
+    stack_out_.resize(stack_slices * plane);  // every pixel written by the superposer
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), g.rows, g.cols};
     in.image = {image_.data(), image_.size()};
     in.sigma_x_px = {sigma_x_.data(), sigma_x_.size()};
     in.sigma_y_px = {sigma_y_.data(), sigma_y_.size()};
-    superposer_.superpose(in, out.data());
+    superposer_.superpose(in, stack_out_.data());
     for (const HostLayerTables& L : layers)
       for (int k = 0; k < L.scalars.slices; ++k) {
-        const float* src = out.data() + (L.scalars.stack_offset + static_cast<std::size_t>(k)) * plane;
+        const float* src = stack_out_.data() + (L.scalars.stack_offset + static_cast<std::size_t>(k)) * plane;
         float* dst = bev_.data() + static_cast<std::size_t>(k) * plane;
         for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
       }
     return 0;
   }
 
-  void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
-            const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) override {
+  /// The whole halo, at once.
+  void start_halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h,
+                  std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
+                  const kernels::Affine3& beam_from_out_index) override {
     const std::size_t plane = fine.plane(), hplane = hg.plane();
     std::vector<int> depth_slice(stack_slices);
     for (const HostLayerTables& L : layers)
@@ -225,7 +228,7 @@ class CpuBeamExecutor final : public BeamExecutor {
           }
       }
     });
-    std::vector<float> out(stack_slices * hplane, 0.0f);
+    StackArray out(stack_slices * hplane);  // every pixel written by the superposer
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
     in.image = {image.data(), image.size()};
@@ -323,6 +326,7 @@ class CpuBeamExecutor final : public BeamExecutor {
   std::vector<float> rsp_, density_, wepl_far_, rho_over_x_, step_;
   std::vector<float> bev_;
   StackArray image_, sigma_x_, sigma_y_, halo_image_, halo_variance_;
+  StackArray stack_out_;  ///< the stack's superposition, reused by every group and beam
 };
 
 }  // namespace

@@ -337,10 +337,14 @@ namespace {
 
 std::atomic<std::uint64_t> next_prepared_ct_id{1};
 
-
-}  // namespace
-
-namespace {
+/// ConfigError unless the range scenario's RSP factor is finite and > 0.
+void require_valid_rsp_scale(double rsp_scale) {
+  if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
+    std::ostringstream m;
+    m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
+    throw ConfigError(m.str());
+  }
+}
 
 /// A CT-grid volume trilinearly resampled onto the output grid.
 Volume<float> on_output_grid(const Volume<float>& v, const Grid3& og) {
@@ -361,11 +365,7 @@ std::shared_ptr<const PreparedCt> prepare_ct(const CtImage& ct, const physics::H
                                              const DoseEngineOptions& options, double rsp_scale) {
   const auto t0 = Clock::now();
   options.validate();
-  if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
-    std::ostringstream m;
-    m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
-    throw ConfigError(m.str());
-  }
+  require_valid_rsp_scale(rsp_scale);
   ct.hu.grid.validate("CT");
   if (ct.hu.data.size() != ct.hu.grid.voxel_count())
     throw InputError("CT: number of HU values does not match the grid");
@@ -437,11 +437,7 @@ std::shared_ptr<const PreparedCt> prepare_ct(const CtImage& ct, const physics::H
 
 std::shared_ptr<const PreparedCt> rescaled_ct(const PreparedCt& nominal, double rsp_scale) {
   const auto t0 = Clock::now();
-  if (!(rsp_scale > 0) || !std::isfinite(rsp_scale)) {
-    std::ostringstream m;
-    m << "rsp_scale " << rsp_scale << " must be a finite number > 0";
-    throw ConfigError(m.str());
-  }
+  require_valid_rsp_scale(rsp_scale);
   if (nominal.rsp_scale != 1.0) {
     std::ostringstream m;
     m << "rescaled_ct: the CT was prepared at rsp_scale " << nominal.rsp_scale << ", not the nominal 1";
@@ -763,6 +759,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         // whole stack: independent of each other once the layer images exist,
         // so the halo starts first and may run alongside (GPU executor).
         const bool with_halo = options_.nuclear_halo && images.max_halo_variance_mm2 > 0;
+        double halo_call_s = 0;  // start_halo's own time: the whole halo when it ran at once
         if (with_halo) {
           // The nuclear halo of a beam: the halo shares of the input pixels are
           // summed into blocks of a coarse BEV grid (pitch ≈ halo_pitch_mm,
@@ -791,32 +788,28 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows};
           spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}), {} stack slices, widest halo sigma {:.1f} mm", label,
                         hg.cols, hg.rows, hg.pitch_x_mm, pad, stack_slices, std::sqrt(images.max_halo_variance_mm2));
+          const auto t_halo = Clock::now();
           exec.start_halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
+          halo_call_s = seconds_since(t_halo);
         }
-        {
-          // The halo is waited for also when the superposition throws: it
-          // works in the executor's buffers, which the next computation reuses.
-          struct HaloWait {
-            BeamExecutor& exec;
-            bool armed;
-            ~HaloWait() {
-              if (!armed) return;
-              try {
-                exec.wait_halo();
-              } catch (...) {
-              }
-            }
-          } halo_wait{exec, with_halo};
+        try {
           bd.separable_slices += exec.superpose_stack(geometry, stack_slices, tables);
-          halo_wait.armed = false;
+        } catch (...) {
+          // A halo running alongside works in the executor's buffers, which
+          // the next computation reuses: it ends before the error goes on.
+          try {
+            exec.wait_halo();
+          } catch (...) {
+          }
+          throw;
         }
-        const BeamExecutor::HaloRun halo_run = exec.wait_halo();
+        const std::optional<double> halo_alongside_s = exec.wait_halo();
         stage_done(result.timings.superposition_s);
-        // Run one after the other, the halo's time is its own stage; run
-        // alongside, the superposition stage is the wall time of both and the
-        // halo's own time overlaps it.
-        result.timings.nuclear_halo_s += halo_run.seconds;
-        if (!halo_run.overlapped) result.timings.superposition_s -= halo_run.seconds;
+        // Run at once, the halo is a stage of its own; run alongside, the
+        // superposition stage is the wall time of both, and the halo's own
+        // time overlaps it.
+        result.timings.nuclear_halo_s += halo_alongside_s.value_or(halo_call_s);
+        if (!halo_alongside_s) result.timings.superposition_s -= halo_call_s;
       }
       if (widen) continue;
       break;

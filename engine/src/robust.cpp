@@ -233,9 +233,10 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   // put the dose into the reorder buffer; the calling thread delivers index
   // `delivered` as soon as it is there (min/max, on_scenario: DVHs, the
   // per-scenario RT Dose) while the workers compute the next scenarios, so
-  // that work stays off the GPU's critical path even with one worker. `finished`, `delivered` (written by the
-  // caller only) and `first_error` are guarded by `mutex`; `stop` is set under
-  // it too, so that a worker or the caller waiting on `changed` sees it.
+  // that work stays off the GPU's critical path even with one worker.
+  // `finished`, `delivered` (written by the caller only) and `first_error`
+  // are guarded by `mutex`; `stop` is set under it too, so that a worker or
+  // the caller waiting on `changed` sees it.
   const std::size_t max_waiting = 2 * static_cast<std::size_t>(workers);
   std::mutex mutex;
   std::condition_variable changed;

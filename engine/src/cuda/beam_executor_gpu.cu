@@ -410,13 +410,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     return static_cast<std::size_t>(superposer_.last_split().separable_slices);
   }
 
-  void halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
-            const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) override {
-    (void)fine;
-    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo shares
-    run_halo(hg, h, stack_slices, halo_layers_of(layers, stack_slices), beam_from_out_index);
-  }
-
   /// The halo on a host thread of its own, in its own stream and with its own
   /// superposer and buffers, while the calling thread superposes the stack:
   /// each superposition's host work (bucket read-backs, launches) leaves gaps
@@ -435,9 +428,9 @@ class GpuBeamExecutor final : public BeamExecutor {
     });
   }
 
-  HaloRun wait_halo() override {
-    if (!halo_run_.valid()) return {};
-    return {halo_run_.get(), true};
+  std::optional<double> wait_halo() override {
+    if (!halo_run_.valid()) return std::nullopt;
+    return halo_run_.get();
   }
 
   /// What the halo needs of the layers: each stack slice's depth slice, and
@@ -538,16 +531,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     return p;
   }
 
-  Volume<float> beam_dose() override {
-    Volume<float> v(og_, 0.0f);
-    download(beam_, v);
-    return v;
-  }
-  Volume<float> plan_dose() override {
-    Volume<float> v = plan_host_.valid() ? plan_host_.get() : Volume<float>(og_, 0.0f);
-    download(plan_, v);
-    return v;
-  }
+  Volume<float> beam_dose() override { return download(beam_, {}); }
+  Volume<float> plan_dose() override { return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{}); }
 
  private:
   /// Through a ring of two small pinned staging buffers: the copy of chunk
@@ -557,9 +542,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// dose's size costs about as much as the copy it speeds up, which a
   /// one-shot `compute` process would pay for nothing. The ring is pinned once
   /// per engine (16 MB).
-  void download(const DeviceBuffer<float>& d, Volume<float>& v) {
-    if (v.grid != og_ || v.data.size() != og_.voxel_count())
-      throw InternalError("GPU download: the host volume does not have the plan's output grid");
+  /// `v`: the host volume made ahead (plan_host_), or an empty one.
+  Volume<float> download(const DeviceBuffer<float>& d, Volume<float> v) {
+    if (v.grid != og_ || v.data.size() != og_.voxel_count()) v = Volume<float>(og_, 0.0f);
     const std::size_t bytes = v.data.size() * sizeof(float);
     make_staging();
     const auto* src = reinterpret_cast<const unsigned char*>(d.get());
@@ -576,6 +561,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       std::memcpy(dst + c * kStagingBytes, staging_[c % 2], chunk_bytes(c));
       if (c + 2 < chunks) enqueue(c + 2);
     }
+    return v;
   }
 
   /// Device to host in the executor's stream, then waits for it: the host

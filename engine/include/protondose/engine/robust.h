@@ -68,8 +68,8 @@ struct RobustResult {
   std::vector<int> worker_indices;  ///< the worker (0 .. workers − 1) that computed each scenario
   int workers = 1;           ///< workers started: min(options.workers, scenario count)
   /// When each scenario's delivery (min/max, on_scenario) ended, seconds from
-  /// the start of run_robust: the throughput once warm is
-  /// (n − 1) / (delivered_s[n−1] − delivered_s[0]).
+  /// the start of run_robust (`protondose robust` counts its warm rate from
+  /// delivered_s[0]).
   std::vector<double> delivered_s;
   double total_s = 0;
 };
@@ -77,9 +77,8 @@ struct RobustResult {
 /// Computes every scenario and calls on_scenario(index, plan dose) for each.
 /// The CT is converted once, each distinct rsp_scale scales its RSP
 /// (rescaled_ct: bitwise DoseEngine::prepare at that scale), and every
-/// worker shares them; each worker keeps its
-/// own warm engine. With options.workers > 1 the scenarios are handed out one
-/// at a time to whichever worker is free.
+/// worker shares them; each worker keeps its own warm engine. The scenarios
+/// are handed out one at a time to whichever worker is free.
 ///
 /// Order: on_scenario and the min/max update run on the calling thread, in
 /// scenario order 0, 1, 2, ..., once each, whatever order the workers finish
