@@ -11,9 +11,11 @@
 #include "protondose/core/error.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
+#include "engine_cases.h"
 #include "expect_error.h"
 
 namespace pe = protondose::engine;
+namespace pt = protondose::engine::testing;
 using protondose::CtImage;
 using protondose::Grid3;
 using protondose::IonBeam;
@@ -24,19 +26,9 @@ namespace {
 
 /// A 2 mm CT of air with a water cube of half-width `half_mm` centred on the origin.
 CtImage water_cube_ct(double half_mm) {
-  CtImage ct;
-  Grid3 g;
-  g.size = {60, 60, 60};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-59, -59, -59};
-  ct.hu = Volume<float>(g, -1000.0f);
-  for (int k = 0; k < 60; ++k)
-    for (int j = 0; j < 60; ++j)
-      for (int i = 0; i < 60; ++i) {
-        const protondose::Vec3 p = g.position_mm(i, j, k);
-        if (std::abs(p[0]) < half_mm && std::abs(p[1]) < half_mm && std::abs(p[2]) < half_mm) ct.hu.at(i, j, k) = 0.0f;
-      }
-  ct.patient_position = "HFS";
+  CtImage ct = pt::ct_from({60, 60, 60}, {2, 2, 2}, {-59, -59, -59}, [&](const protondose::Vec3& p) {
+    return std::abs(p[0]) < half_mm && std::abs(p[1]) < half_mm && std::abs(p[2]) < half_mm ? 0.0 : -1000.0;
+  });
   ct.frame_of_reference_uid = "2.25.1";
   return ct;
 }
@@ -46,16 +38,8 @@ IonPlan small_plan(double gantry_deg) {
   IonPlan plan;
   plan.label = "unit";
   plan.frame_of_reference_uid = "2.25.1";
-  IonBeam b;
-  b.number = 1;
+  IonBeam b = pt::square_field_beam(1, gantry_deg, {100.0}, 10, 5, 1.0);
   b.name = "B1";
-  b.machine_name = "DCPT_ProBeam_v5";
-  b.gantry_angle_deg = gantry_deg;
-  protondose::EnergyLayer layer;
-  layer.nominal_energy_mev = 100;
-  for (int iy = -2; iy <= 2; ++iy)
-    for (int ix = -2; ix <= 2; ++ix) layer.spots.push_back({5.0 * ix, 5.0 * iy, 1.0});
-  b.layers.push_back(layer);
   b.beam_meterset = 25;
   plan.beams.push_back(b);
   return plan;
@@ -432,8 +416,15 @@ TEST(DoseEngine, ARangeScenarioRescaledFromTheNominalCtIsBitwiseItsOwnPreparatio
       EXPECT_NE(rescaled->rsp.data, nominal->rsp.data);
     }
     EXPECT_EQ(spacing.has_value(), !nominal->out_rsp.data.empty());
-    EXPECT_THROW(pe::rescaled_ct(*pe::rescaled_ct(*nominal, 1.035), 1.035), protondose::InternalError);
-    EXPECT_THROW(pe::rescaled_ct(*nominal, 0.0), protondose::ConfigError);
+    const auto scaled = pe::rescaled_ct(*nominal, 1.035);
+    const std::string twice = protondose::testing::message_of<protondose::InternalError>(
+        [&] { pe::rescaled_ct(*scaled, 1.035); });
+    EXPECT_NE(twice.find("prepared at rsp_scale 1.035, not the nominal 1"), std::string::npos) << twice;
+    for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+      const std::string msg =
+          protondose::testing::message_of<protondose::ConfigError>([&] { pe::rescaled_ct(*nominal, bad); });
+      EXPECT_NE(msg.find("must be a finite number > 0"), std::string::npos) << msg;
+    }
   }
 }
 

@@ -4,8 +4,10 @@
 // backend (gpu/backend_test.cpp) and the float layer images against the double
 // ones (float_layer_images_test.cpp).
 
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 
 #include "protondose/core/grid.h"
 #include "protondose/core/plan.h"
@@ -13,28 +15,53 @@
 
 namespace protondose::engine::testing {
 
+/// A head-first-supine CT of `size` voxels of `spacing_mm` from `origin_mm`
+/// whose HU at each voxel centre is hu_at(position in mm).
+template <class HuAt>
+CtImage ct_from(std::array<int, 3> size, Vec3 spacing_mm, Vec3 origin_mm, HuAt&& hu_at) {
+  CtImage ct;
+  Grid3 g;
+  g.size = size;
+  g.spacing_mm = spacing_mm;
+  g.origin_mm = origin_mm;
+  ct.hu = Volume<float>(g);
+  for (int k = 0; k < g.size[2]; ++k)
+    for (int j = 0; j < g.size[1]; ++j)
+      for (int i = 0; i < g.size[0]; ++i) ct.hu.at(i, j, k) = static_cast<float>(hu_at(g.position_mm(i, j, k)));
+  ct.patient_position = "HFS";
+  return ct;
+}
+
+/// Beam `number` of DCPT_ProBeam_v5 from `gantry_deg`: one layer per energy,
+/// each a square of spots from −half_mm to half_mm every step_mm (x and y),
+/// `meterset` each.
+inline IonBeam square_field_beam(int number, double gantry_deg, std::initializer_list<double> energies_mev,
+                                 int half_mm, int step_mm, double meterset) {
+  IonBeam b;
+  b.number = number;
+  b.machine_name = "DCPT_ProBeam_v5";
+  b.gantry_angle_deg = gantry_deg;
+  for (double e : energies_mev) {
+    EnergyLayer layer;
+    layer.nominal_energy_mev = e;
+    for (int y = -half_mm; y <= half_mm; y += step_mm)
+      for (int x = -half_mm; x <= half_mm; x += step_mm) layer.spots.push_back({double(x), double(y), meterset});
+    b.layers.push_back(layer);
+  }
+  return b;
+}
+
 /// The bundled example's geometry (scripts/make-example) at 2 mm: an elliptic
 /// water cylinder with a bone rod and a lung insert.
 inline CtImage heterogeneous_ct() {
-  CtImage ct;
-  Grid3 g;
-  g.size = {96, 96, 72};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-95, -95, -71};
-  ct.hu = Volume<float>(g, -1000.0f);
-  for (int k = 0; k < g.size[2]; ++k)
-    for (int j = 0; j < g.size[1]; ++j)
-      for (int i = 0; i < g.size[0]; ++i) {
-        const Vec3 p = g.position_mm(i, j, k);
-        const double x = p[0], y = p[1];
-        float hu = -1000;
-        if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
-        if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
-        if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
-        ct.hu.at(i, j, k) = hu;
-      }
-  ct.patient_position = "HFS";
-  return ct;
+  return ct_from({96, 96, 72}, {2, 2, 2}, {-95, -95, -71}, [](const Vec3& p) {
+    const double x = p[0], y = p[1];
+    float hu = -1000;
+    if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
+    if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
+    if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
+    return hu;
+  });
 }
 
 /// Two opposed beams of 11 layers × 81 spots through heterogeneous_ct().

@@ -20,9 +20,7 @@
 namespace pe = protondose::engine;
 namespace pt = protondose::engine::testing;
 using protondose::CtImage;
-using protondose::Grid3;
 using protondose::IonPlan;
-using protondose::Volume;
 
 namespace {
 
@@ -38,37 +36,15 @@ const protondose::physics::BeamModel& machine() {
 /// 2 mm, in air), one gantry-0 beam of 180, 140 and 100 MeV, 9 × 9 spots on a
 /// 6 mm grid: 180 MeV pencils take ~220 steps of the moment recursion.
 CtImage water_box_ct() {
-  CtImage ct;
-  Grid3 g;
-  g.size = {110, 135, 110};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-109, -134, -109};
-  ct.hu = Volume<float>(g, -1000.0f);
-  for (int k = 0; k < g.size[2]; ++k)
-    for (int j = 0; j < g.size[1]; ++j)
-      for (int i = 0; i < g.size[0]; ++i) {
-        const protondose::Vec3 p = g.position_mm(i, j, k);
-        if (std::abs(p[0]) < 100 && std::abs(p[1]) < 125 && std::abs(p[2]) < 100) ct.hu.at(i, j, k) = 0.0f;
-      }
-  ct.patient_position = "HFS";
-  return ct;
+  return pt::ct_from({110, 135, 110}, {2, 2, 2}, {-109, -134, -109}, [](const protondose::Vec3& p) {
+    return std::abs(p[0]) < 100 && std::abs(p[1]) < 125 && std::abs(p[2]) < 100 ? 0.0 : -1000.0;
+  });
 }
 
 IonPlan water_box_plan() {
   IonPlan plan;
   plan.label = "water box";
-  protondose::IonBeam b;
-  b.number = 1;
-  b.machine_name = "DCPT_ProBeam_v5";
-  b.gantry_angle_deg = 0;
-  for (double e : {180.0, 140.0, 100.0}) {
-    protondose::EnergyLayer layer;
-    layer.nominal_energy_mev = e;
-    for (int y = -24; y <= 24; y += 6)
-      for (int x = -24; x <= 24; x += 6) layer.spots.push_back({double(x), double(y), 1.0});
-    b.layers.push_back(layer);
-  }
-  plan.beams.push_back(b);
+  plan.beams.push_back(pt::square_field_beam(1, 0, {180.0, 140.0, 100.0}, 24, 6, 1.0));
   return plan;
 }
 

@@ -14,8 +14,7 @@
 #include "../engine_cases.h"
 
 namespace pe = protondose::engine;
-using protondose::Grid3;
-using protondose::Volume;
+namespace pt = protondose::engine::testing;
 
 namespace {
 
@@ -123,28 +122,13 @@ TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Bac
 TEST(EngineBackends, UniformSlicesOfAWaterPhantomRunSeparableAndMatchTheCpuBackend) {
   std::string why;
   if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
-  protondose::CtImage ct;
-  Grid3 g;
-  g.size = {60, 80, 60};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-59, -79, -59};
-  ct.hu = Volume<float>(g, 0.0f);  // water everywhere
-  ct.patient_position = "HFS";
+  const protondose::CtImage ct =
+      pt::ct_from({60, 80, 60}, {2, 2, 2}, {-59, -79, -59}, [](const protondose::Vec3&) { return 0.0; });  // water
   protondose::IonPlan plan;
   plan.label = "water, parallel beam";
-  protondose::IonBeam b;
-  b.number = 1;
-  b.machine_name = "DCPT_ProBeam_v5";
-  b.gantry_angle_deg = 0;
-  b.vsad_x_mm = b.vsad_y_mm = std::numeric_limits<double>::infinity();  // parallel: every ray sees the same water
-  for (double e : {110.0, 125.0, 140.0}) {
-    protondose::EnergyLayer layer;
-    layer.nominal_energy_mev = e;
-    for (int y = -15; y <= 15; y += 5)
-      for (int x = -15; x <= 15; x += 5) layer.spots.push_back({double(x), double(y), 0.02});
-    b.layers.push_back(layer);
-  }
-  plan.beams.push_back(b);
+  plan.beams.push_back(pt::square_field_beam(1, 0, {110.0, 125.0, 140.0}, 15, 5, 0.02));
+  // Parallel: every ray sees the same water.
+  plan.beams[0].vsad_x_mm = plan.beams[0].vsad_y_mm = std::numeric_limits<double>::infinity();
   auto run = [&](pe::Backend backend) {
     pe::DoseEngineOptions o;
     o.backend = backend;

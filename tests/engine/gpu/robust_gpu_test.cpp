@@ -11,50 +11,30 @@
 #include <string>
 #include <vector>
 
+#include "../engine_cases.h"
 #include "protondose/engine/robust.h"
 #include "protondose/gpu/device_superposition.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
 
 namespace pe = protondose::engine;
-using protondose::Grid3;
+namespace pt = protondose::engine::testing;
 using protondose::Volume;
 
 namespace {
 
 /// A 120 × 120 × 80 mm water box at 2 mm with a bone rod along z in the beam's path.
 protondose::CtImage water_box_with_bone() {
-  protondose::CtImage ct;
-  Grid3 g;
-  g.size = {60, 60, 40};
-  g.spacing_mm = {2, 2, 2};
-  g.origin_mm = {-59, -59, -39};
-  ct.hu = Volume<float>(g, 0.0f);
-  for (int k = 0; k < g.size[2]; ++k)
-    for (int j = 0; j < g.size[1]; ++j)
-      for (int i = 0; i < g.size[0]; ++i) {
-        const protondose::Vec3 p = g.position_mm(i, j, k);
-        if ((p[0] - 6) * (p[0] - 6) + (p[1] + 20) * (p[1] + 20) <= 64) ct.hu.at(i, j, k) = 1000;
-      }
-  ct.patient_position = "HFS";
-  return ct;
+  return pt::ct_from({60, 60, 40}, {2, 2, 2}, {-59, -59, -39}, [](const protondose::Vec3& p) {
+    return (p[0] - 6) * (p[0] - 6) + (p[1] + 20) * (p[1] + 20) <= 64 ? 1000.0 : 0.0;
+  });
 }
 
 /// One beam from gantry 0, three layers of 7 × 7 spots on a 5 mm grid.
 protondose::IonPlan three_layer_plan() {
   protondose::IonPlan plan;
   plan.label = "robust-gpu";
-  protondose::IonBeam b;
-  b.number = 1;
-  b.machine_name = "DCPT_ProBeam_v5";
-  for (double energy_mev : {100.0, 110.0, 120.0}) {
-    protondose::EnergyLayer layer;
-    layer.nominal_energy_mev = energy_mev;
-    for (int y = -15; y <= 15; y += 5)
-      for (int x = -15; x <= 15; x += 5) layer.spots.push_back({double(x), double(y), 0.05});
-    b.layers.push_back(layer);
-  }
-  plan.beams.push_back(b);
+  plan.beams.push_back(pt::square_field_beam(1, 0, {100.0, 110.0, 120.0}, 15, 5, 0.05));
   return plan;
 }
 
