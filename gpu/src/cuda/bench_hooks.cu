@@ -109,10 +109,13 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   cudaStream_t stream = nullptr;
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto work = [&] {
-    if (p.out_fixed)
+    // The host-launched bucket paths clear their output themselves (as in DeviceSuperposer).
+    if (host_buckets) {
+    } else if (p.out_fixed) {
       PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, n * sizeof(unsigned long long), stream));
-    else
+    } else {
       PD_CUDA_CHECK(cudaMemsetAsync(p.out, 0, n * sizeof(float), stream));
+    }
     switch (variant) {
       case SuperpositionVariant::kGatherExact:
         cuda::launch_analyse(p, a, stream);

@@ -127,11 +127,13 @@ struct DeviceSuperposer::Impl {
     p.fixed_scale = a.fixed_scale;
     const std::size_t count = shape.pixel_count();
     const bool scatter = method != SuperpositionMethod::kGpuGatherExact;
+    // The host-launched bucket paths clear the output themselves once they
+    // know which slices run as separable passes (those need no clearing).
     if (options.deterministic && scatter) {
       fixed.reserve(count);
       p.out_fixed = fixed.get();
-      PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
-    } else {
+      if (!host_buckets) PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
+    } else if (!host_buckets) {
       PD_CUDA_CHECK(cudaMemsetAsync(d_out, 0, count * sizeof(float), stream));
     }
 
