@@ -122,7 +122,7 @@ class BeamExecutor {
   /// into the beam dose, which superpose_stack leaves alone, so an executor
   /// may run it alongside superpose_stack (the GPU executor does) or at once,
   /// on the calling thread (the CPU executor). wait_halo() must follow before
-  /// resample().
+  /// finish_beam().
   virtual void start_halo(const kernels::BevGeometry& fine, const kernels::BevGeometry& coarse,
                           const kernels::HaloBinning& binning, std::size_t stack_slices,
                           const std::vector<HostLayerTables>& layers, const kernels::Affine3& beam_from_out_index) = 0;
@@ -130,12 +130,13 @@ class BeamExecutor {
   /// nothing when start_halo ran it to the end. Rethrows the halo's error.
   virtual std::optional<double> wait_halo() { return std::nullopt; }
 
-  /// Resamples the BEV dose into the beam dose.
-  virtual void resample(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index) = 0;
-
-  /// Checks the beam dose, then adds it (× scale) to the plan dose; the
-  /// density is the output grid's RSP (dose to water) or mass density.
-  virtual BeamDoseCheck finish_beam(bool dose_to_water) = 0;
+  /// Resamples the BEV dose into the beam dose (after the halo's), checks the
+  /// beam dose, then adds it to the plan dose; the density of the check's
+  /// energy sum is the output grid's RSP (dose to water) or mass density. One
+  /// call, so that an executor may do it in one pass over the dose grid (the
+  /// GPU executor does: it also resamples the halo's last coarse dose there).
+  virtual BeamDoseCheck finish_beam(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index,
+                                    bool dose_to_water) = 0;
 
   /// After the last beam: scales the plan dose by `scale` (RBE or 1) and checks it.
   virtual PlanDoseSummary finish_plan(double scale) = 0;

@@ -244,11 +244,9 @@ class CpuBeamExecutor final : public BeamExecutor {
     resample_into_beam(hg, halo_bev.data(), beam_from_out_index);
   }
 
-  void resample(const BevGeometry& g, const kernels::Affine3& beam_from_out_index) override {
+  BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index,
+                            bool dose_to_water) override {
     resample_into_beam(g, bev_.data(), beam_from_out_index);
-  }
-
-  BeamDoseCheck finish_beam(bool dose_to_water) override {
     BeamDoseCheck c;
     const Volume<float>& mass = dose_to_water ? patient_->output_rsp() : patient_->output_density();
     for (std::size_t i = 0; i < beam_.data.size(); ++i) {

@@ -819,11 +819,11 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     bd.stack_slices = total_stack_slices;
     bd.bev_size = {grid.cols, grid.rows, grid.slices};
 
+    // Resampling, with the beam's dose check and its addition to the plan
+    // (one pass on the GPU): the resampling stage.
     t0 = Clock::now();
-    exec.resample(geometry_of(grid), beam_from_out_index);
+    const BeamDoseCheck check = exec.finish_beam(geometry_of(grid), beam_from_out_index, to_water);
     stage_done(result.timings.resampling_s);
-
-    const BeamDoseCheck check = exec.finish_beam(to_water);
     if (check.first_bad_voxel >= 0) throw_bad_dose(og, check.first_bad_voxel, check.bad_value, label);
     bd.energy.deposited_mev = check.dose_times_density * voxel_cm3 / kGyPerMevPerGram;
     spdlog::info("{}: {} layers, {} spots, BEV {}x{}x{} ({} stack slices, {} of them separable); energy carried "

@@ -149,12 +149,15 @@ struct StageTimings {
   double ray_tracing_s = 0;
   double layer_images_s = 0;    ///< input images and σ-maps
   double superposition_s = 0;
-  /// Halo: coarse images, its superposition and resampling. On the GPU it
-  /// runs alongside the superposition (its own time, overlapping
-  /// superposition_s, which is then the wall time of both).
+  /// Halo: coarse images, its superposition and (CPU) resampling. On the GPU
+  /// it runs alongside the superposition (its own time, overlapping
+  /// superposition_s, which is then the wall time of both), and its last
+  /// coarse dose is resampled in the core's resampling pass.
   double nuclear_halo_s = 0;
+  /// BEV dose → dose grid, with each beam's dose check and its addition to
+  /// the plan dose (one pass on the GPU).
   double resampling_s = 0;
-  double checks_s = 0;
+  double checks_s = 0;  ///< energy balance, the plan dose's scale and check
   double download_s = 0;        ///< GPU backends: the dose volume(s) copied to host memory
   /// From the start of compute() on a prepared CT to the plan dose complete
   /// in the executor's memory (device memory on GPU backends): the engine's
