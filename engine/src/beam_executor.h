@@ -30,8 +30,14 @@ struct HostLayerTables {
   const std::vector<double>* curve_idd = nullptr;
   const std::vector<double>* curve_cidd = nullptr;
   const std::vector<double>* curve_idd_slope = nullptr;  ///< kernels::idd_slopes of the curve
-  std::vector<double> energy_mev, scattering_factor, halo_weight, halo_sigma_mm;  ///< uniform WEPL tables
-  std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< [slice]
+  /// Uniform WEPL tables (the engine's cached layer physics; no halo: empty).
+  const std::vector<double>* energy_mev = &kNoTable;
+  const std::vector<double>* scattering_factor = &kNoTable;
+  const std::vector<double>* halo_weight = &kNoTable;
+  const std::vector<double>* halo_sigma_mm = &kNoTable;
+  const std::vector<double>* air_sigma_x_mm = &kNoTable;  ///< [slice]
+  const std::vector<double>* air_sigma_y_mm = &kNoTable;
+  static inline const std::vector<double> kNoTable{};
   kernels::LayerScalars scalars{};  ///< the scalar fields; the executor adds the pointers
 };
 

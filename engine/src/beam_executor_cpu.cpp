@@ -71,13 +71,13 @@ kernels::LayerTables<Real> bind(const HostLayerTables& h, std::deque<std::vector
   t.curve_cidd = h.curve_cidd->data();
   t.curve_idd_slope = h.curve_idd_slope->data();
   t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
-  t.energy_mev = table_as(h.energy_mev, copies);
-  t.scattering_factor = table_as(h.scattering_factor, copies);
-  t.halo_weight = table_as(h.halo_weight, copies);
-  t.halo_sigma_mm = table_as(h.halo_sigma_mm, copies);
-  t.wepl_nodes = static_cast<int>(h.energy_mev.size());
-  t.air_sigma_x_mm = table_as(h.air_sigma_x_mm, copies);
-  t.air_sigma_y_mm = table_as(h.air_sigma_y_mm, copies);
+  t.energy_mev = table_as(*h.energy_mev, copies);
+  t.scattering_factor = table_as(*h.scattering_factor, copies);
+  t.halo_weight = table_as(*h.halo_weight, copies);
+  t.halo_sigma_mm = table_as(*h.halo_sigma_mm, copies);
+  t.wepl_nodes = static_cast<int>(h.energy_mev->size());
+  t.air_sigma_x_mm = table_as(*h.air_sigma_x_mm, copies);
+  t.air_sigma_y_mm = table_as(*h.air_sigma_y_mm, copies);
   return t;
 }
 

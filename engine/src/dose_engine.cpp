@@ -538,6 +538,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
 
     // Layers.
     std::vector<LayerWork> layers;
+    layers.reserve(beam.layers.size());
     double min_x = std::numeric_limits<double>::infinity(), max_x = -min_x, min_y = min_x, max_y = -min_x;
     double max_cutoff_mm = 0;
     for (const EnergyLayer& layer : beam.layers) {
@@ -552,6 +553,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       L.fwhm_y_mm = layer.spot_fwhm_y_mm;
       const double per_unit = beam.meterset_unit == MetersetUnit::kMonitorUnits
                                   ? machine_.protons_per_mu(layer.nominal_energy_mev) : 1.0;
+      L.spots.reserve(layer.spots.size());
       for (const Spot& s : layer.spots) {
         if (!(s.meterset > 0)) continue;
         L.spots.push_back({s.x_mm, s.y_mm, s.meterset * per_unit});
@@ -706,17 +708,17 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
           t.scalars.curve_inv_uniform_step_mm = L.curve->uniform_step_mm() > 0 ? 1.0 / L.curve->uniform_step_mm() : 0.0;
           const DoseEngine::LayerPhysics& P = *L.physics;
-          t.energy_mev = P.residual_energy_mev;
-          t.scattering_factor = P.scattering_factor;
+          t.energy_mev = &P.residual_energy_mev;
+          t.scattering_factor = &P.scattering_factor;
           kernels::LayerScalars& sc = t.scalars;
           if (P.has_halo) {
             sc.halo_max_wepl_mm = P.halo_max_wepl_mm;
             sc.halo_sigma_is_added = P.halo_sigma_is_added;
-            t.halo_weight = P.halo_weight;
-            t.halo_sigma_mm = P.halo_sigma_mm;
+            t.halo_weight = &P.halo_weight;
+            t.halo_sigma_mm = &P.halo_sigma_mm;
           }
-          t.air_sigma_x_mm = L.air_sigma_x_mm;
-          t.air_sigma_y_mm = L.air_sigma_y_mm;
+          t.air_sigma_x_mm = &L.air_sigma_x_mm;
+          t.air_sigma_y_mm = &L.air_sigma_y_mm;
           sc.inv_wepl_step_mm = 1.0 / kEnergyTableStepMm;
           sc.spread_sigma_x_iso_mm = L.spread_sigma_x_iso_mm;
           sc.spread_sigma_y_iso_mm = L.spread_sigma_y_iso_mm;
