@@ -97,8 +97,12 @@ class BeamExecutor {
   /// Starts a beam: zeroes the beam dose on the output grid.
   virtual void begin_beam() = 0;
 
-  /// Traces every ray of `full` (kept for the layer images).
-  virtual TraceSummary trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam) = 0;
+  /// Starts tracing every ray of `full` (kept for the layer images); the GPU
+  /// executor returns at once, so that the host can prepare the beam's spots
+  /// meanwhile. trace_summary() ends it.
+  virtual void start_trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam) = 0;
+  /// Where the trace started last meets the patient (waits for it).
+  virtual TraceSummary trace_summary() = 0;
   /// Per cut-off WEPL: the most slices from `first` any ray of the trace needs
   /// before its near face passes the cut-off.
   virtual std::vector<int> slices_before_cutoffs(const kernels::BevGeometry& full, int first,

@@ -98,7 +98,8 @@ class CpuBeamExecutor final : public BeamExecutor {
   void begin_plan(const Grid3& og) override { plan_ = Volume<float>(og, 0.0f); }
   void begin_beam() override { beam_ = Volume<float>(plan_.grid, 0.0f); }
 
-  TraceSummary trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+  /// The whole trace, at once.
+  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     rsp_.assign(pixels, 0.0f);
     density_.assign(pixels, 0.0f);
@@ -129,8 +130,9 @@ class CpuBeamExecutor final : public BeamExecutor {
       if (first[ray] >= 0 && (s.first_material_slice < 0 || first[ray] < s.first_material_slice))
         s.first_material_slice = first[ray];
     }
-    return s;
+    trace_summary_ = s;
   }
+  TraceSummary trace_summary() override { return trace_summary_; }
 
   std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
     const std::size_t plane = g.plane();
@@ -320,6 +322,7 @@ class CpuBeamExecutor final : public BeamExecutor {
   int threads_;
   LayerArithmetic arithmetic_;
   const PatientVolumes* patient_ = nullptr;
+  TraceSummary trace_summary_;  ///< of the last start_trace
   Volume<float> plan_, beam_;
   std::vector<float> rsp_, density_, wepl_far_, rho_over_x_, step_;
   std::vector<float> bev_;

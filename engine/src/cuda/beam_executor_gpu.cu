@@ -326,6 +326,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (halo_run_.valid()) halo_run_.wait();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
+    if (trace_found_ != nullptr) cudaFreeHost(trace_found_);
     for (int b = 0; b < 2; ++b) {
       if (download_staging_[b] != nullptr) cudaFreeHost(download_staging_[b]);
       if (download_staged_[b] != nullptr) cudaEventDestroy(download_staged_[b]);
@@ -381,7 +382,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void synchronize() override { PD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  TraceSummary trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     trace_rsp_.reserve(pixels);
     trace_density_.reserve(pixels);
@@ -405,11 +406,15 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
     trace_wepl_kernel<<<blocks_for(plane), kThreads, 0, stream_>>>(in, out, ints_.get(), ints_.get() + 1);
     PD_CUDA_CHECK_LAUNCH("trace_wepl_kernel");
-    int found[2];
-    copy_to_host(found, ints_.get(), sizeof found);
+    if (trace_found_ == nullptr) PD_CUDA_CHECK(cudaMallocHost(&trace_found_, 2 * sizeof(int)));
+    PD_CUDA_CHECK(cudaMemcpyAsync(trace_found_, ints_.get(), 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  }
+
+  TraceSummary trace_summary() override {
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     TraceSummary s;
-    s.entry_slice = found[0] == INT_MAX ? -1 : found[0];
-    s.first_material_slice = found[1] == INT_MAX ? -1 : found[1];
+    s.entry_slice = trace_found_[0] == INT_MAX ? -1 : trace_found_[0];
+    s.first_material_slice = trace_found_[1] == INT_MAX ? -1 : trace_found_[1];
     return s;
   }
 
@@ -821,6 +826,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   PatientBuffers* current_ = nullptr;
   Grid3 og_;
   std::size_t bev_pixels_ = 0;
+  int* trace_found_ = nullptr;  ///< pinned: the trace's entry and first-material slices (start_trace)
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
