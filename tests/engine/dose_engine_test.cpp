@@ -491,6 +491,49 @@ TEST(DoseEngine, StackSplitIntoLayerGroupsGivesTheSameDose) {
   EXPECT_NEAR(split.energy.relative_difference(), one.energy.relative_difference(), 1e-6);
 }
 
+// The spots are converted and validated while the trace runs, after a first
+// pass that sizes the BEV grid from their extent: a bad spot must still be the
+// error the user sees (not a grid error from a NaN or infinite extent), in a
+// layer that reaches the patient or in one that stops in the range shifter.
+TEST(DoseEngine, ABadSpotIsTheErrorEvenWhereItWouldSpoilTheGrid) {
+  const CtImage ct = water_cube_ct(50);
+  const auto expect_spot_error = [&](const IonPlan& plan, const std::string& what) {
+    try {
+      make_engine().compute(ct, plan);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const protondose::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("beam 1 'B1': spot 3 at ("), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  IonPlan plan = small_plan(0);
+  plan.beams[0].layers[0].spots[3].x_mm = std::numeric_limits<double>::quiet_NaN();
+  expect_spot_error(plan, "a NaN position");
+  plan = small_plan(0);
+  plan.beams[0].layers[0].spots[3].y_mm = std::numeric_limits<double>::infinity();
+  expect_spot_error(plan, "an infinite position");
+  plan = small_plan(0);
+  plan.beams[0].layers[0].spots[3].meterset = std::numeric_limits<double>::infinity();
+  expect_spot_error(plan, "an infinite meterset");
+  // Every spot infinitely far: the extent alone would make no grid.
+  plan = small_plan(0);
+  for (auto& spot : plan.beams[0].layers[0].spots) spot.x_mm = std::numeric_limits<double>::infinity();
+  try {
+    make_engine().compute(ct, plan);
+    ADD_FAILURE() << "no error for spots at infinity";
+  } catch (const protondose::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("spot 0 at (inf"), std::string::npos) << e.what();
+  }
+  // A layer that stops in a 300 mm range shifter still has its spots checked.
+  plan = small_plan(0);
+  protondose::RangeShifter rs;
+  rs.id = "RS300";
+  rs.water_equivalent_thickness_mm = 300;
+  rs.isocenter_to_shifter_mm = 300;
+  plan.beams[0].range_shifters.push_back(rs);
+  plan.beams[0].layers[0].spots[3].x_mm = std::numeric_limits<double>::quiet_NaN();
+  expect_spot_error(plan, "a NaN position in a layer that stops in the shifter");
+}
+
 TEST(DoseEngine, BeamWithoutMetersetAddsNothingAndAPlanWithoutAnyIsRejected) {
   const CtImage ct = water_cube_ct(50);
   IonPlan plan = small_plan(0);
