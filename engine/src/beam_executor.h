@@ -145,8 +145,11 @@ class BeamExecutor {
   /// energy sum is the output grid's RSP (dose to water) or mass density. One
   /// call, so that an executor may do it in one pass over the dose grid (the
   /// GPU executor does: it also resamples the halo's last coarse dose there).
+  /// `last_beam_plan_scale`: given for the plan's last beam, the scale that
+  /// finish_plan will get; an executor may scale and check the plan dose in
+  /// the same pass (the GPU executor does) and have finish_plan report it.
   virtual BeamDoseCheck finish_beam(const kernels::BevGeometry& grid, const kernels::Affine3& beam_from_out_index,
-                                    bool dose_to_water) = 0;
+                                    bool dose_to_water, std::optional<double> last_beam_plan_scale) = 0;
 
   /// After the last beam: scales the plan dose by `scale` (RBE or 1) and checks it.
   virtual PlanDoseSummary finish_plan(double scale) = 0;

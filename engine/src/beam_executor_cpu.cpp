@@ -246,8 +246,9 @@ class CpuBeamExecutor final : public BeamExecutor {
     resample_into_beam(hg, halo_bev.data(), beam_from_out_index);
   }
 
-  BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index,
-                            bool dose_to_water) override {
+  /// The plan is scaled and checked by finish_plan (last_beam_plan_scale unused).
+  BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index, bool dose_to_water,
+                            std::optional<double> /*last_beam_plan_scale*/) override {
     resample_into_beam(g, bev_.data(), beam_from_out_index);
     BeamDoseCheck c;
     const Volume<float>& mass = dose_to_water ? patient_->output_rsp() : patient_->output_density();

@@ -857,7 +857,10 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     // Resampling, with the beam's dose check and its addition to the plan
     // (one pass on the GPU): the resampling stage.
     t0 = Clock::now();
-    const BeamDoseCheck check = exec.finish_beam(geometry_of(grid), beam_from_out_index, to_water);
+    const double plan_scale = options_.rbe_factor.value_or(1.0);
+    const BeamDoseCheck check =
+        exec.finish_beam(geometry_of(grid), beam_from_out_index, to_water,
+                         &beam == &plan.beams.back() ? std::optional<double>(plan_scale) : std::nullopt);
     stage_done(result.timings.resampling_s);
     if (check.first_bad_voxel >= 0) throw_bad_dose(og, check.first_bad_voxel, check.bad_value, label);
     bd.energy.deposited_mev = check.dose_times_density * voxel_cm3 / kGyPerMevPerGram;

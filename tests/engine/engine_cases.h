@@ -95,12 +95,13 @@ struct Variant {
   bool dose_to_medium = false;
   double couch_deg = 0;              ///< non-coplanar beams (the geometry's rotations)
   bool keep_per_beam = false;
+  bool rbe = false;                  ///< RBE-weighted dose (1.1): the plan scaled at the end
 };
 
 inline const Variant kVariants[] = {
     {"default"},
     {"shifter, 3 mm grid, layer groups", true, 3.0, true},
-    {"dose to medium, couch 30 deg, per beam", false, 0, false, true, 30.0, true},
+    {"dose to medium, couch 30 deg, per beam, RBE 1.1", false, 0, false, true, 30.0, true, true},
 };
 
 /// The engine options of a variant on `backend` (the rest default).
@@ -111,6 +112,7 @@ inline DoseEngineOptions variant_options(Backend backend, const Variant& v) {
   if (v.split_layers) o.max_stack_bytes = std::size_t{24} << 20;  // 1 M pixels
   if (v.dose_to_medium) o.quantity = DoseQuantity::kDoseToMedium;
   o.keep_per_beam = v.keep_per_beam;
+  if (v.rbe) o.rbe_factor = 1.1;
   return o;
 }
 

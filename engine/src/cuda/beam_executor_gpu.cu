@@ -245,40 +245,6 @@ __global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine
   kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &dose[v]);
 }
 
-/// The halo's last coarse dose, if any.
-struct HaloDose {
-  BevGeometry grid;
-  const float* bev;  ///< null: none
-};
-
-/// One pass per output voxel: the beam dose is what earlier halo runs left
-/// in `beam` (beam_holds_dose; else 0), plus the halo's last coarse dose, plus
-/// the core's BEV dose, added in that order as kernels::resample_voxel adds
-/// them; then the beam's check (first bad voxel), Σ dose·density, and the
-/// beam added to the plan. Three passes over the dose grid before (resample
-/// the halo, resample the core, check): 0.55 ms of an H100 for the water cube.
-__global__ void resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
-                                       int nx, int ny, int nz, bool beam_holds_dose, float* beam,
-                                       const float* density, float* plan, unsigned long long* first_bad,
-                                       double* dose_times_density) {
-  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t n = static_cast<std::size_t>(nx) * ny * nz;
-  double s = 0;
-  if (v < n) {
-    const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny),
-              k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
-    float x = beam_holds_dose ? beam[v] : 0.0f;
-    if (halo.bev) kernels::resample_voxel(halo.grid, halo.bev, beam_from_index, i, j, k, &x);
-    kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &x);
-    beam[v] = x;
-    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
-    else s = static_cast<double>(x) * density[v];
-    plan[v] += x;
-  }
-  const double block = block_sum(s);
-  if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
-}
-
 /// Block-wide maximum of a non-negative float (thread 0's return value).
 __device__ float block_max(float v) {
   __shared__ float partial[kThreads / 32];
@@ -292,21 +258,81 @@ __device__ float block_max(float v) {
   return m;
 }
 
+/// Where the plan's check goes (finish_plan_kernel, or the last beam's
+/// resample_finish_kernel); first_bad null: no plan check in that launch.
+struct PlanCheck {
+  double scale;
+  unsigned long long* first_bad;
+  unsigned* max_bits;
+};
+
+/// One voxel of the plan dose: scaled (RBE or 1), its first bad voxel
+/// flagged; returns the value the maximum takes (0 for a bad one).
+__device__ inline float finish_plan_voxel(float& x, std::size_t v, const PlanCheck& c) {
+  if (c.scale != 1.0) x = static_cast<float>(x * c.scale);
+  if (!isfinite(x) || x < 0.0f) {
+    atomicMin(c.first_bad, static_cast<unsigned long long>(v));
+    return 0.0f;
+  }
+  return x;
+}
+
+/// The halo's last coarse dose, if any.
+struct HaloDose {
+  BevGeometry grid;
+  const float* bev;  ///< null: none
+};
+
+/// One pass per output voxel: the beam dose is what earlier halo runs left
+/// in `beam` (beam_holds_dose; else 0), plus the halo's last coarse dose, plus
+/// the core's BEV dose, added in that order as kernels::resample_voxel adds
+/// them; then the beam's check (first bad voxel), Σ dose·density, and the
+/// beam added to the plan. Three passes over the dose grid before (resample
+/// the halo, resample the core, check): 0.55 ms of an H100 for the water cube.
+/// With `plan_check` (the plan's last beam), each voxel of the plan is then
+/// also scaled and checked as finish_plan_kernel does.
+__global__ void resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
+                                       int nx, int ny, int nz, bool beam_holds_dose, float* beam,
+                                       const float* density, float* plan, unsigned long long* first_bad,
+                                       double* dose_times_density, PlanCheck plan_check) {
+  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const std::size_t n = static_cast<std::size_t>(nx) * ny * nz;
+  double s = 0;
+  float good = 0.0f;
+  if (v < n) {
+    const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny),
+              k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
+    float x = beam_holds_dose ? beam[v] : 0.0f;
+    if (halo.bev) kernels::resample_voxel(halo.grid, halo.bev, beam_from_index, i, j, k, &x);
+    kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &x);
+    beam[v] = x;
+    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
+    else s = static_cast<double>(x) * density[v];
+    float p = plan[v] + x;
+    if (plan_check.first_bad) good = finish_plan_voxel(p, v, plan_check);
+    plan[v] = p;
+  }
+  const double block = block_sum(s);
+  if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
+  if (plan_check.first_bad) {  // the same for the whole launch
+    const float m = block_max(good);
+    if (threadIdx.x == 0 && m > 0.0f) atomicMax(plan_check.max_bits, __float_as_uint(m));  // ≥ 0: bits order as values
+  }
+}
+
 /// Scales the plan dose, finds its maximum and its first bad voxel. The
 /// maximum is reduced per block first: an atomicMax per positive voxel
 /// serialised on one address (0.34 ms for a 256³ dose on an H100, ncu).
-__global__ void finish_plan_kernel(float* plan, std::size_t n, double scale, unsigned long long* first_bad,
-                                   unsigned* max_bits) {
+__global__ void finish_plan_kernel(float* plan, std::size_t n, PlanCheck c) {
   const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   float good = 0.0f;
   if (v < n) {
     float x = plan[v];
-    if (scale != 1.0) plan[v] = x = static_cast<float>(x * scale);
-    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
-    else good = x;
+    good = finish_plan_voxel(x, v, c);
+    if (c.scale != 1.0) plan[v] = x;
   }
   const float block = block_max(good);
-  if (threadIdx.x == 0 && block > 0.0f) atomicMax(max_bits, __float_as_uint(block));  // ≥ 0: bits order as values
+  if (threadIdx.x == 0 && block > 0.0f) atomicMax(c.max_bits, __float_as_uint(block));  // ≥ 0: bits order as values
 }
 
 // --- the executor ----------------------------------------------------------
@@ -365,6 +391,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void begin_plan(const Grid3& og) override {
     og_ = og;
+    finished_plan_.reset();
     zero(plan_, og.voxel_count(), stream_);
     // The host volume the plan dose will land in is made (allocated, every
     // page touched) on a thread of its own while the GPU computes: at 1 mm it
@@ -580,60 +607,79 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
   }
 
-  BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index,
-                            bool dose_to_water) override {
+  /// The plan's last beam also scales and checks the plan in the same pass,
+  /// with one read-back for both: finish_plan then reports what it found.
+  BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index, bool dose_to_water,
+                            std::optional<double> last_beam_plan_scale) override {
     const std::size_t n = og_.voxel_count();
-    struct Sums {
-      unsigned long long first_bad;
-      double dose_times_density;
-    } sums{ULLONG_MAX, 0.0};
+    Sums sums;
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
     const HaloDose halo{pending_halo_.value_or(BevGeometry{}), pending_halo_ ? halo_bev_.get() : nullptr};
+    const PlanCheck plan_check = last_beam_plan_scale
+                                     ? PlanCheck{*last_beam_plan_scale, &d->plan_first_bad, &d->plan_max_bits}
+                                     : PlanCheck{1.0, nullptr, nullptr};
     resample_finish_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
         g, bev_.get(), halo, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2], beam_holds_dose_, beam_.get(),
-        dose_to_water ? current_->output_rsp() : current_->output_density(), plan_.get(), &d->first_bad,
-        &d->dose_times_density);
+        dose_to_water ? current_->output_rsp() : current_->output_density(), plan_.get(), &d->beam_first_bad,
+        &d->dose_times_density, plan_check);
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
     pending_halo_.reset();
     copy_to_host(&sums, sums_.get(), sizeof sums);
     BeamDoseCheck c;
     c.dose_times_density = sums.dose_times_density;
-    if (sums.first_bad != ULLONG_MAX) {
-      c.first_bad_voxel = static_cast<long long>(sums.first_bad);
-      copy_to_host(&c.bad_value, beam_.get() + sums.first_bad, sizeof(float));
+    if (sums.beam_first_bad != ULLONG_MAX) {
+      c.first_bad_voxel = static_cast<long long>(sums.beam_first_bad);
+      copy_to_host(&c.bad_value, beam_.get() + sums.beam_first_bad, sizeof(float));
     }
+    if (last_beam_plan_scale) finished_plan_ = {*last_beam_plan_scale, plan_summary(sums)};
     return c;
   }
 
   PlanDoseSummary finish_plan(double scale) override {
+    if (finished_plan_) {  // by the last beam's finish_beam
+      const auto [done_scale, summary] = *finished_plan_;
+      finished_plan_.reset();
+      if (done_scale != scale) throw InternalError("finish_plan: the last beam scaled the plan by another factor");
+      return summary;
+    }
     const std::size_t n = og_.voxel_count();
-    struct Sums {
-      unsigned long long first_bad;
-      unsigned max_bits;
-    } sums{ULLONG_MAX, 0u};
+    Sums sums;
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
-    finish_plan_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(plan_.get(), n, scale, &d->first_bad, &d->max_bits);
+    finish_plan_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(plan_.get(), n,
+                                                               PlanCheck{scale, &d->plan_first_bad, &d->plan_max_bits});
     PD_CUDA_CHECK_LAUNCH("finish_plan_kernel");
     copy_to_host(&sums, sums_.get(), sizeof sums);
-    PlanDoseSummary p;
-    float m;
-    std::memcpy(&m, &sums.max_bits, sizeof m);
-    p.max_dose = m;
-    if (sums.first_bad != ULLONG_MAX) {
-      p.first_bad_voxel = static_cast<long long>(sums.first_bad);
-      copy_to_host(&p.bad_value, plan_.get() + sums.first_bad, sizeof(float));
-    }
-    return p;
+    return plan_summary(sums);
   }
 
   Volume<float> beam_dose() override { return download(beam_, {}); }
   Volume<float> plan_dose() override { return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{}); }
 
  private:
+  /// What finish_beam and finish_plan read back.
+  struct Sums {
+    unsigned long long beam_first_bad = ULLONG_MAX;
+    double dose_times_density = 0;
+    unsigned long long plan_first_bad = ULLONG_MAX;
+    unsigned plan_max_bits = 0;
+  };
+
+  PlanDoseSummary plan_summary(const Sums& sums) {
+    PlanDoseSummary p;
+    float m;
+    std::memcpy(&m, &sums.plan_max_bits, sizeof m);
+    p.max_dose = m;
+    if (sums.plan_first_bad != ULLONG_MAX) {
+      p.first_bad_voxel = static_cast<long long>(sums.plan_first_bad);
+      copy_to_host(&p.bad_value, plan_.get() + sums.plan_first_bad, sizeof(float));
+    }
+    return p;
+  }
+
   /// Through a ring of two small pinned staging buffers: the copy of chunk
   /// c + 1 over PCIe runs while the host copies chunk c out, so a download
   /// takes about the longer of the two, not their sum. A pageable copy of a
@@ -826,6 +872,8 @@ class GpuBeamExecutor final : public BeamExecutor {
   PatientBuffers* current_ = nullptr;
   Grid3 og_;
   std::size_t bev_pixels_ = 0;
+  /// The plan scaled and checked by the last beam's finish_beam: its scale and summary.
+  std::optional<std::pair<double, PlanDoseSummary>> finished_plan_;
   int* trace_found_ = nullptr;  ///< pinned: the trace's entry and first-material slices (start_trace)
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds

@@ -87,6 +87,10 @@ TEST_P(EngineBackendVariants, GpuScatterMatchesTheCpuBackend) {
               v.name, worst / cpu.max_dose_gy, gpu.energy.expected_mev, cpu.energy.expected_mev,
               gpu.energy.deposited_mev, cpu.energy.deposited_mev);
   EXPECT_LE(worst, 1e-4 * cpu.max_dose_gy) << v.name;
+  // The plan's maximum, after the RBE scale where the variant has one (on the
+  // GPU found in the last beam's resampling pass).
+  EXPECT_NEAR(gpu.max_dose_gy / cpu.max_dose_gy, 1.0, 1e-4) << v.name;
+  EXPECT_EQ(gpu.rbe_factor, cpu.rbe_factor) << v.name;
   EXPECT_NEAR(gpu.energy.deposited_mev / cpu.energy.deposited_mev, 1.0, 1e-5) << v.name;
   for (std::size_t b = 0; b < cpu.beams.size(); ++b) {
     EXPECT_EQ(cpu.beams[b].bev_size, gpu.beams[b].bev_size) << v.name;
