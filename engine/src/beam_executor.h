@@ -94,7 +94,7 @@ class BeamExecutor {
 
   /// The CT for the next beams (cached by volumes.id).
   virtual void set_patient(const PatientVolumes& volumes) = 0;
-  /// Starts a beam: zeroes the beam dose on the output grid.
+  /// Starts a beam on the output grid (its dose is complete after finish_beam).
   virtual void begin_beam() = 0;
 
   /// Starts tracing every ray of `full` (kept for the layer images); the GPU
@@ -128,7 +128,8 @@ class BeamExecutor {
 
   /// The nuclear halo of the stack: binning onto the coarse grid (layers
   /// merged per depth, kernels::halo_bin_pixel), superposition, and resampling
-  /// into the beam dose. It reads only the layer images' halo shares and adds
+  /// into the beam dose (the GPU executor leaves the last one's resampling to
+  /// finish_beam's pass). It reads only the layer images' halo shares and adds
   /// into the beam dose, which superpose_stack leaves alone, so an executor
   /// may run it alongside superpose_stack (the GPU executor does) or at once,
   /// on the calling thread (the CPU executor). wait_halo() must follow before

@@ -33,7 +33,9 @@ constexpr int kThreads = 256;
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 /// Host to device in `stream`. From pageable memory the call returns once the
-/// source is staged, so `h` may go out of scope right after.
+/// source is staged, so `h` may go out of scope right after; from pinned
+/// memory (PinnedStaging) it returns at once, and `h` must live until the
+/// stream has run the copy.
 template <class T>
 void upload(DeviceBuffer<T>& d, const T* h, std::size_t n, cudaStream_t stream) {
   d.reserve(std::max<std::size_t>(n, 1));
@@ -72,7 +74,7 @@ class PinnedStaging {
     }
     used_ = 0;
   }
-  /// n values' room, for the host to fill before upload().
+  /// n values' room, for the host to fill before it uploads them.
   template <class T>
   T* take(std::size_t n) {
     const std::size_t bytes = rounded(n * sizeof(T));
@@ -92,13 +94,6 @@ class PinnedStaging {
   void* host_ = nullptr;
   std::size_t capacity_ = 0, used_ = 0;
 };
-
-/// Host (pinned, from PinnedStaging) to device in `stream`, asynchronously.
-template <class T>
-void upload_pinned(DeviceBuffer<T>& d, const T* pinned, std::size_t n, cudaStream_t stream) {
-  d.reserve(std::max<std::size_t>(n, 1));
-  if (n) PD_CUDA_CHECK(cudaMemcpyAsync(d.get(), pinned, n * sizeof(T), cudaMemcpyHostToDevice, stream));
-}
 
 // --- kernels ---------------------------------------------------------------
 
@@ -131,17 +126,31 @@ __global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, int first, c
   atomicMax(&most[layer], n);
 }
 
-/// Block-wide sum of a double (all threads get it in thread 0's return value).
-__device__ double block_sum(double v) {
-  __shared__ double partial[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+/// Block-wide reduction over a block of kThreads threads with `op` (thread
+/// 0's return value; `identity` elsewhere). Each instantiation has its own
+/// shared partials; the trailing barrier lets a kernel reduce twice.
+template <class T, class Op>
+__device__ T block_reduce(T v, T identity, Op op) {
+  __shared__ T partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) partial[warp] = v;
   __syncthreads();
-  double total = 0;
+  T total = identity;
   if (threadIdx.x == 0)
-    for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+    for (int w = 0; w < kThreads / 32; ++w) total = op(total, partial[w]);
+  __syncthreads();
   return total;
+}
+
+/// Block-wide sum of a double (thread 0's return value).
+__device__ double block_sum(double v) {
+  return block_reduce(v, 0.0, [](double a, double b) { return a + b; });
+}
+
+/// Block-wide maximum of a non-negative float (thread 0's return value).
+__device__ float block_max(float v) {
+  return block_reduce(v, 0.0f, [](float a, float b) { return fmaxf(a, b); });
 }
 
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
@@ -243,19 +252,6 @@ __global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine
   if (v >= n) return;
   const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
   kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &dose[v]);
-}
-
-/// Block-wide maximum of a non-negative float (thread 0's return value).
-__device__ float block_max(float v) {
-  __shared__ float partial[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  float m = 0.0f;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, partial[w]);
-  return m;
 }
 
 /// Where the plan's check goes (finish_plan_kernel, or the last beam's
@@ -566,9 +562,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     return hl;
   }
 
-  /// Binning onto the coarse grid, superposition, the stack summed per depth,
-  /// and resampling into the beam dose — in halo_stream_, with
-  /// halo_superposer_ and buffers of the halo's own; returns with the work done.
+  /// Binning onto the coarse grid, superposition and the stack summed per
+  /// depth into halo_bev_, which finish_beam resamples with the core's dose
+  /// (pending_halo_) — in halo_stream_, with halo_superposer_ and buffers of
+  /// the halo's own; returns with the work done.
   void run_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices, const HaloLayers& hl,
                 const kernels::Affine3& beam_from_out_index) {
     // An earlier layer group's coarse dose still waits for finish_beam: into
@@ -753,8 +750,8 @@ class GpuBeamExecutor final : public BeamExecutor {
         spots[n++] = {(sp.x_iso_mm - g.x0_mm) / g.pitch_x_mm, (sp.y_iso_mm - g.y0_mm) / g.pitch_y_mm, sp.protons,
                       static_cast<int>(l)};
     }
-    upload_pinned(spots_, spots, spot_count, stream_);
-    upload_pinned(spread_sigma_, sigma_px, 2 * layers.size(), stream_);
+    upload(spots_, spots, spot_count, stream_);
+    upload(spread_sigma_, sigma_px, 2 * layers.size(), stream_);
     zero(fluence_, layers.size() * g.plane(), stream_);
     if (spot_count > 0) {
       // Shared memory for the widest box of any layer (clipped to the grid).
@@ -792,13 +789,12 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// Packs every layer's tables into two arrays of upload_staging_, the CIDD curves
   /// in double and the tables layer_ray<float> interpolates in float, uploads
   /// each with one copy, and builds the device LayerTables with pointers into them.
-  struct TableOffsets {
-    std::size_t depth, idd, cidd, idd_slope;                                // in the double pack
-    std::size_t energy, scattering, halo_weight, halo_sigma, air_x, air_y;  // in the float pack
-  };
   void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t plane) {
-    std::vector<TableOffsets>& offsets = table_offsets_;
-    offsets.clear();
+    struct TableOffsets {
+      std::size_t depth, idd, cidd, idd_slope;                                // in the double pack
+      std::size_t energy, scattering, halo_weight, halo_sigma, air_x, air_y;  // in the float pack
+    };
+    std::vector<TableOffsets> offsets;
     std::size_t doubles = 0, floats = 0;
     const auto place = [](std::size_t& size, const std::vector<double>& v) {
       const std::size_t at = size;
@@ -827,8 +823,8 @@ class GpuBeamExecutor final : public BeamExecutor {
       std::copy(h.air_sigma_x_mm->begin(), h.air_sigma_x_mm->end(), float_pack + o.air_x);
       std::copy(h.air_sigma_y_mm->begin(), h.air_sigma_y_mm->end(), float_pack + o.air_y);
     }
-    upload_pinned(layer_pack_, pack, doubles, stream_);
-    upload_pinned(layer_float_pack_, float_pack, floats, stream_);
+    upload(layer_pack_, pack, doubles, stream_);
+    upload(layer_float_pack_, float_pack, floats, stream_);
     const double* base = layer_pack_.get();
     const float* float_base = layer_float_pack_.get();
     kernels::LayerTables<float>* tables = upload_staging_.take<kernels::LayerTables<float>>(layers.size());
@@ -852,7 +848,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       t.air_sigma_y_mm = float_base + o.air_y;
       tables[i] = t;
     }
-    upload_pinned(device_layers_, tables, layers.size(), stream_);
+    upload(device_layers_, tables, layers.size(), stream_);
   }
 
   int device_;
@@ -878,7 +874,6 @@ class GpuBeamExecutor final : public BeamExecutor {
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
-  std::vector<TableOffsets> table_offsets_;
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
   DeviceBuffer<float> layer_float_pack_;

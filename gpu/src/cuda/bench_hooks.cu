@@ -110,11 +110,11 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto work = [&] {
     // The host-launched bucket paths clear their output themselves (as in DeviceSuperposer).
-    if (host_buckets) {
-    } else if (p.out_fixed) {
-      PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, n * sizeof(unsigned long long), stream));
-    } else {
-      PD_CUDA_CHECK(cudaMemsetAsync(p.out, 0, n * sizeof(float), stream));
+    if (!host_buckets) {
+      if (p.out_fixed)
+        PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, n * sizeof(unsigned long long), stream));
+      else
+        PD_CUDA_CHECK(cudaMemsetAsync(p.out, 0, n * sizeof(float), stream));
     }
     switch (variant) {
       case SuperpositionVariant::kGatherExact:
