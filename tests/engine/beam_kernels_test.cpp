@@ -40,6 +40,46 @@ TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcu
   EXPECT_GT(uniform_curves, 0) << "no curve exercised the equally-spaced shortcut";
 }
 
+TEST(BeamKernels, CiddLookupWalkedAlongARayEqualsTheBisectionBitwise) {
+  // The layer kernel carries the curve segment from face to face of a ray
+  // (the WEPL never decreases); what it finds must be what the bisection
+  // finds, bit for bit, or the CPU oracle and the GPU would drift apart from
+  // a bisecting reference. Interpolated energies: unequally spaced nodes,
+  // some closer than 0.01 mm, so a 1 mm step crosses several at once.
+  const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> step_mm(0.0, 3.0);
+  int walked_curves = 0;
+  for (double e : {118.12, 141.3, 172.51}) {
+    const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
+    if (c.uniform_step_mm() > 0) continue;  // the walk is for unequally spaced nodes
+    ++walked_curves;
+    const std::vector<double>& d = c.depth_mm();
+    const int n = static_cast<int>(d.size());
+    std::vector<double> slope(static_cast<std::size_t>(n - 1));
+    k::idd_slopes(d.data(), c.idd_nodes_mev_cm2_g().data(), n, slope.data());
+    const auto lookup = [&](double w, int* segment) {
+      return k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n, 0.0, w, 0.0,
+                         slope.data(), segment);
+    };
+    for (int ray = 0; ray < 50; ++ray) {
+      int segment = 0;
+      // Steps of 0–3 mm, a repeated depth, a jump over many nodes, past the end.
+      for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += (ray % 10 == 0 ? 17.0 : step_mm(rng))) {
+        ASSERT_EQ(lookup(w, &segment), lookup(w, nullptr)) << e << " MeV, ray " << ray << ", " << w << " mm";
+        ASSERT_EQ(lookup(w, &segment), lookup(w, nullptr)) << "the same depth twice, " << w << " mm";
+      }
+    }
+    // A depth before the carried segment (not along a ray): bisected again.
+    int segment = 0;
+    lookup(0.8 * c.end_depth_mm(), &segment);
+    EXPECT_GT(segment, 0);
+    EXPECT_EQ(lookup(0.1 * c.end_depth_mm(), &segment), lookup(0.1 * c.end_depth_mm(), nullptr));
+    EXPECT_EQ(segment, k::segment_from(d.data(), n, 0.1 * c.end_depth_mm(), 0));
+  }
+  EXPECT_GT(walked_curves, 0) << "no curve with unequally spaced nodes";
+}
+
 TEST(BeamKernels, CutoffSearchEqualsALinearScan) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> step(0.0f, 2.5f);
