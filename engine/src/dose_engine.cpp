@@ -69,9 +69,6 @@ struct LayerWork {
   std::size_t stack_offset = 0;  ///< first stack slice
   double spread_sigma_x_iso_mm = 0, spread_sigma_y_iso_mm = 0;
   std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< in-air σ at each slice centre
-  /// The same at every slice of the full (uncropped) grid, and divided by the
-  /// slice's magnification (isocentre-plane units).
-  std::vector<double> full_air_sigma_x_mm, full_air_sigma_y_mm, full_air_sigma_x_iso_mm, full_air_sigma_y_iso_mm;
   /// The spot's emittance per axis (x, y), looked up once per layer: the
   /// in-air σ is evaluated at every slice of every layer (BeamModel's lookup
   /// per call took most of the water cube's host set-up, 0.8 ms).
@@ -659,22 +656,6 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       const kernels::BevGeometry full_geometry = geometry_of(full);
       exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame));
       if (!spots_collected) collect_spots();  // while the GPU traces
-      // Each layer's in-air σ at every slice of the full grid, also while the
-      // GPU traces (~50–100 µs of the H100 host, which the GPU waited for
-      // when it came after the crop); the crop then takes its slices.
-      for (LayerWork& L : layers) {
-        for (std::vector<double>* v : {&L.full_air_sigma_x_mm, &L.full_air_sigma_y_mm, &L.full_air_sigma_x_iso_mm,
-                                       &L.full_air_sigma_y_iso_mm})
-          v->resize(static_cast<std::size_t>(full.slices));
-        for (int k = 0; k < full.slices; ++k) {
-          const auto i = static_cast<std::size_t>(k);
-          const double d = full.depth_mm(k);
-          L.full_air_sigma_x_mm[i] = sigma_in_air(machine_, L, physics::Axis::kX, d);
-          L.full_air_sigma_y_mm[i] = sigma_in_air(machine_, L, physics::Axis::kY, d);
-          L.full_air_sigma_x_iso_mm[i] = L.full_air_sigma_x_mm[i] / full.magnification_x(d);
-          L.full_air_sigma_y_iso_mm[i] = L.full_air_sigma_y_mm[i] / full.magnification_y(d);
-        }
-      }
       const TraceSummary traced = exec.trace_summary();
       // Crop: from where the first ray meets material (dose to water is
       // reported in the air of the CT too, as the Monte Carlo references do)
@@ -696,18 +677,21 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       stage_done(result.timings.ray_tracing_s);
 
       for (LayerWork& L : layers) {
-        // Slices [first, first + L.slices) of the full grid. The fluence is
-        // spread with the narrowest in-air spot over the layer's slices
-        // (isocentre-plane units), so the remaining in-air growth
+        L.air_sigma_x_mm.resize(static_cast<std::size_t>(L.slices));
+        L.air_sigma_y_mm.resize(static_cast<std::size_t>(L.slices));
+        // The fluence is spread with the narrowest in-air spot over the layer's
+        // slices (isocentre-plane units), so the remaining in-air growth
         // σ_air² − (σ_spread·m)² is ≥ 0 at every slice and goes into the kernels.
-        const auto from = static_cast<std::ptrdiff_t>(first), to = from + L.slices;
-        if (first < 0 || to > full.slices) throw InternalError(label + ": a layer's slices fall outside the traced grid");
-        L.air_sigma_x_mm.assign(L.full_air_sigma_x_mm.begin() + from, L.full_air_sigma_x_mm.begin() + to);
-        L.air_sigma_y_mm.assign(L.full_air_sigma_y_mm.begin() + from, L.full_air_sigma_y_mm.begin() + to);
-        L.spread_sigma_x_iso_mm =
-            *std::min_element(L.full_air_sigma_x_iso_mm.begin() + from, L.full_air_sigma_x_iso_mm.begin() + to);
-        L.spread_sigma_y_iso_mm =
-            *std::min_element(L.full_air_sigma_y_iso_mm.begin() + from, L.full_air_sigma_y_iso_mm.begin() + to);
+        L.spread_sigma_x_iso_mm = L.spread_sigma_y_iso_mm = std::numeric_limits<double>::infinity();
+        for (int k = 0; k < L.slices; ++k) {
+          const double d = grid.depth_mm(k);
+          const double sx = sigma_in_air(machine_, L, physics::Axis::kX, d);
+          const double sy = sigma_in_air(machine_, L, physics::Axis::kY, d);
+          L.air_sigma_x_mm[static_cast<std::size_t>(k)] = sx;
+          L.air_sigma_y_mm[static_cast<std::size_t>(k)] = sy;
+          L.spread_sigma_x_iso_mm = std::min(L.spread_sigma_x_iso_mm, sx / grid.magnification_x(d));
+          L.spread_sigma_y_iso_mm = std::min(L.spread_sigma_y_iso_mm, sy / grid.magnification_y(d));
+        }
       }
       const std::size_t plane = grid.rays();
       const kernels::BevGeometry geometry = geometry_of(grid);

@@ -389,11 +389,11 @@ class GpuBeamExecutor final : public BeamExecutor {
     og_ = og;
     finished_plan_.reset();
     zero(plan_, og.voxel_count(), stream_);
-    // The host volume the plan dose lands in is made once the first trace is
-    // launched (start_trace): starting its thread took ~55 µs of the host,
-    // which here would delay the trace, and there overlaps it.
-    plan_host_ = {};
-    plan_host_wanted_ = true;
+    // The host volume the plan dose will land in is made (allocated, every
+    // page touched) on a thread of its own while the GPU computes: at 1 mm it
+    // is ~100 MB, whose page faults took ~50 ms on the H100 host when they
+    // came after the computation, inside the download.
+    plan_host_ = std::async(std::launch::async, [og] { return Volume<float>(og, 0.0f); });
   }
   /// No clearing: finish_beam writes every voxel of the beam dose (and a
   /// halo run of an earlier layer group clears it before it adds to it).
@@ -431,14 +431,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("trace_wepl_kernel");
     if (trace_found_ == nullptr) PD_CUDA_CHECK(cudaMallocHost(&trace_found_, 2 * sizeof(int)));
     PD_CUDA_CHECK(cudaMemcpyAsync(trace_found_, ints_.get(), 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_));
-    if (plan_host_wanted_) {
-      // Made (allocated, every page touched) on a thread of its own while the
-      // GPU computes: at 1 mm it is ~100 MB, whose page faults took ~50 ms on
-      // the H100 host when they came after the computation, inside the download.
-      const Grid3 og = og_;
-      plan_host_ = std::async(std::launch::async, [og] { return Volume<float>(og, 0.0f); });
-      plan_host_wanted_ = false;
-    }
   }
 
   TraceSummary trace_summary() override {
@@ -662,10 +654,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
 
   Volume<float> beam_dose() override { return download(beam_, {}); }
-  Volume<float> plan_dose() override {
-    plan_host_wanted_ = false;
-    return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{});
-  }
+  Volume<float> plan_dose() override { return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{}); }
 
  private:
   /// What finish_beam and finish_plan read back.
@@ -899,7 +888,6 @@ class GpuBeamExecutor final : public BeamExecutor {
   cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition
   std::future<double> halo_run_;        ///< the halo started by start_halo: its seconds
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation
-  bool plan_host_wanted_ = false;         ///< begin_plan asked for it; the first start_trace makes it
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* download_staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
   cudaEvent_t download_staged_[2] = {nullptr, nullptr};  ///< a chunk has landed in download_staging_[b]
