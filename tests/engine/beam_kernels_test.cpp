@@ -111,3 +111,44 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
   EXPECT_EQ(k::sample_volume(v.data(), n, -0.6, 0.0, 0.0), 0.0f);
   EXPECT_EQ(k::sample_volume(v.data(), n, 0.0, 2.6, 0.0), 0.0f);
 }
+
+TEST(BeamKernels, HaloBinningEqualsAPixelByPixelSumBitwise) {
+  // halo_bin_pixel loads four pixels at a time; its sums must stay those of
+  // the plain pixel-order loop (the CPU oracle and the GPU share it, so only
+  // this test sees a slip): factors that do and do not divide by 4, blocks
+  // clipped at the grid's edge, the padding, and zero and negative shares.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> share(-0.2f, 1.0f), variance(0.0f, 900.0f);
+  const int fine_cols = 37, fine_rows = 23;
+  std::vector<float> image(static_cast<std::size_t>(fine_cols) * fine_rows), var(image.size());
+  for (std::size_t i = 0; i < image.size(); ++i) {
+    image[i] = std::max(share(rng), 0.0f) * (i % 5 == 0 ? 0.0f : 1.0f) - (i % 11 == 0 ? 0.5f : 0.0f);
+    var[i] = variance(rng);
+  }
+  int checked = 0;
+  for (int f : {1, 3, 4, 5, 7, 9}) {
+    const int pad = 2;
+    const k::HaloBinning h{f, pad, fine_cols, fine_rows, (fine_cols + f - 1) / f + 2 * pad, (fine_rows + f - 1) / f + 2 * pad};
+    for (int row = 0; row < h.rows; ++row)
+      for (int col = 0; col < h.cols; ++col) {
+        float image_out, sx, sy;
+        k::halo_bin_pixel(h, image.data(), var.data(), row, col, 2.0, 3.0, &image_out, &sx, &sy);
+        double sum = 0, weighted = 0;
+        const int r0 = (row - pad) * f, c0 = (col - pad) * f;
+        if (r0 >= 0 && c0 >= 0)
+          for (int r = r0; r < r0 + f && r < fine_rows; ++r)
+            for (int c = c0; c < c0 + f && c < fine_cols; ++c) {
+              const float v = image[static_cast<std::size_t>(r) * fine_cols + c];
+              if (v <= 0) continue;
+              sum += v;
+              weighted += static_cast<double>(v) * var[static_cast<std::size_t>(r) * fine_cols + c];
+            }
+        const float expected_image = sum > 0 ? static_cast<float>(sum / (static_cast<double>(f) * f)) : 0.0f;
+        const float expected_sx = sum > 0 ? static_cast<float>(std::sqrt(weighted / sum) / 2.0) : 0.0f;
+        ASSERT_EQ(image_out, expected_image) << "factor " << f << ", coarse (" << row << ", " << col << ")";
+        ASSERT_EQ(sx, expected_sx) << "factor " << f << ", coarse (" << row << ", " << col << ")";
+        if (sum > 0) ++checked;
+      }
+  }
+  EXPECT_GT(checked, 100);
+}
