@@ -590,24 +590,14 @@ PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, 
   const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
   double sum = 0, weighted_variance = 0;
   if (r0 >= 0 && c0 >= 0) {
-    const int c_end = c0 + h.factor < h.fine_cols ? c0 + h.factor : h.fine_cols;
-    for (int r = r0; r < r0 + h.factor && r < h.fine_rows; ++r) {
-      const std::size_t row = static_cast<std::size_t>(r) * h.fine_cols;
-      // Four pixels at a time, their loads first, then the sums in pixel
-      // order: one pixel at a time, each variance load waited on its image
-      // load, and the GPU kernel was bound by that latency (350 µs for the
-      // water cube's 760 MB of halo shares and variances on an H100).
-      for (int c = c0; c < c_end; c += 4) {
-        float v[4], variance[4];
-        for (int j = 0; j < 4; ++j) v[j] = c + j < c_end ? halo_image[row + c + j] : 0.0f;
-        for (int j = 0; j < 4; ++j) variance[j] = !(v[j] <= 0) ? halo_variance_mm2[row + c + j] : 0.0f;
-        for (int j = 0; j < 4; ++j) {
-          if (v[j] <= 0) continue;  // NaN is summed, and reported by the checks
-          sum += v[j];
-          weighted_variance += static_cast<double>(v[j]) * variance[j];
-        }
+    for (int r = r0; r < r0 + h.factor && r < h.fine_rows; ++r)
+      for (int c = c0; c < c0 + h.factor && c < h.fine_cols; ++c) {
+        const std::size_t p = static_cast<std::size_t>(r) * h.fine_cols + c;
+        const float v = halo_image[p];
+        if (v <= 0) continue;
+        sum += v;
+        weighted_variance += static_cast<double>(v) * halo_variance_mm2[p];
       }
-    }
   }
   if (sum <= 0) {
     *image_out = 0.0f;
