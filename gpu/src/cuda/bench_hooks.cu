@@ -79,6 +79,9 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   PD_CUDA_CHECK(cudaMemcpy(d_data.get(), in.image.data, n * sizeof(float), cudaMemcpyHostToDevice));
   PD_CUDA_CHECK(cudaMemcpy(d_data.get() + n, in.sigma_x_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
   PD_CUDA_CHECK(cudaMemcpy(d_data.get() + 2 * n, in.sigma_y_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
+  // Pageable copies may return before their DMA lands; the timed work runs
+  // in a non-blocking stream that would not wait for it.
+  PD_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 
   cuda::StackParams p;
   p.slices = in.shape.slices;
@@ -181,6 +184,7 @@ Timing time_convolution(ConvolutionMethod method, const UniformSigmaInput& in, c
   const std::size_t n = in.shape.pixel_count();
   cuda::DeviceBuffer<float> d_in(n), d_out(n);
   PD_CUDA_CHECK(cudaMemcpy(d_in.get(), in.image.data, n * sizeof(float), cudaMemcpyHostToDevice));
+  PD_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));  // its DMA landed (see above)
   cuda::DeviceConvolution conv(method, in, options);
   EventTimer timer;
   Timing t = timer.time([&] { conv.launch(d_in.get(), d_out.get(), nullptr); }, warmup, repetitions, nullptr);

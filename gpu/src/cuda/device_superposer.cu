@@ -164,9 +164,18 @@ struct DeviceSuperposer::Impl {
     last_split = {counts.uniform_slices, counts.scatter_tiles};
 
     unsigned long long first_invalid = 0;
+    int device_launch_error = 0;
     PD_CUDA_CHECK(cudaMemcpyAsync(&first_invalid, a.first_invalid, sizeof(first_invalid),
                                   cudaMemcpyDeviceToHost, stream));
+    const bool from_device = method == SuperpositionMethod::kGpuScatterTiled &&
+                             options.tile_dispatch == TileDispatch::kFromDevice;
+    if (from_device)
+      PD_CUDA_CHECK(cudaMemcpyAsync(&device_launch_error, a.device_launch_error, sizeof(device_launch_error),
+                                    cudaMemcpyDeviceToHost, stream));
     PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (device_launch_error != 0)
+      cuda::throw_cuda_error(static_cast<cudaError_t>(device_launch_error),
+                             "a tile bucket's launch by the device-side dispatcher", __FILE__, __LINE__);
     if (first_invalid != ~0ull) report_invalid(in, first_invalid);
   }
 
@@ -225,8 +234,23 @@ float* DeviceSuperposer::allocate_device_floats(std::size_t count, int device) {
 void DeviceSuperposer::free_device(void* d_pointer) {
   if (d_pointer) PD_CUDA_CHECK(cudaFree(d_pointer));
 }
+namespace {
+
+/// cudaMemcpy from pageable host memory returns once the source is staged,
+/// possibly before its DMA into device memory has landed; the superposer's
+/// non-blocking stream does not wait for the legacy stream, so its first
+/// kernels could read (or its memset be overwritten by) the old contents.
+/// Seen on an H100 with four GPU test processes at once: a 1e30 "garbage"
+/// output the tile scatter had cleared reappeared after the clear.
+void copy_to_device_and_wait(void* d_destination, const void* h_source, std::size_t bytes) {
+  PD_CUDA_CHECK(cudaMemcpy(d_destination, h_source, bytes, cudaMemcpyHostToDevice));
+  PD_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+}
+
+}  // namespace
+
 void DeviceSuperposer::copy_to_device(float* d_destination, const float* h_source, std::size_t count) {
-  PD_CUDA_CHECK(cudaMemcpy(d_destination, h_source, count * sizeof(float), cudaMemcpyHostToDevice));
+  copy_to_device_and_wait(d_destination, h_source, count * sizeof(float));
 }
 void DeviceSuperposer::copy_to_host(float* h_destination, const float* d_source, std::size_t count) {
   PD_CUDA_CHECK(cudaMemcpy(h_destination, d_source, count * sizeof(float), cudaMemcpyDeviceToHost));
@@ -250,9 +274,9 @@ class HostArraysGpuSuperposer final : public Superposer {
     float* d_sigma_x = d_image + n;
     float* d_sigma_y = d_sigma_x + n;
     float* d_out = d_sigma_y + n;
-    PD_CUDA_CHECK(cudaMemcpy(d_image, input.image.data, n * sizeof(float), cudaMemcpyHostToDevice));
-    PD_CUDA_CHECK(cudaMemcpy(d_sigma_x, input.sigma_x_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
-    PD_CUDA_CHECK(cudaMemcpy(d_sigma_y, input.sigma_y_px.data, n * sizeof(float), cudaMemcpyHostToDevice));
+    copy_to_device_and_wait(d_image, input.image.data, n * sizeof(float));
+    copy_to_device_and_wait(d_sigma_x, input.sigma_x_px.data, n * sizeof(float));
+    copy_to_device_and_wait(d_sigma_y, input.sigma_y_px.data, n * sizeof(float));
     SuperpositionInput on_device{input.shape, {d_image, n}, {d_sigma_x, n}, {d_sigma_y, n}};
     device_.superpose_device(on_device, d_out);
     PD_CUDA_CHECK(cudaMemcpy(output, d_out, n * sizeof(float), cudaMemcpyDeviceToHost));

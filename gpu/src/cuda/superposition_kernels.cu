@@ -37,6 +37,7 @@ __global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
   if (t == 0) {
     *a.max_image_bits = 0u;
     *a.first_invalid = ULLONG_MAX;
+    *a.device_launch_error = 0;
   }
 }
 
@@ -532,6 +533,10 @@ __global__ void dispatch_buckets_kernel(StackParams p, StackAnalysis a, double p
     scatter_atomic_kernel<<<count, dim3(kTileCols, kBlockRows), 0, cudaStreamFireAndForget>>>(p, tiles);
   else
     launch_tiled_bucket<kMaxTileRadiusPx>(bucket, count, tiles, p);
+  // A launch refused on the device (e.g. the pending-launch limit) is only
+  // seen here; the host reads it back with the invalid-pixel flag.
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) atomicCAS(a.device_launch_error, 0, static_cast<int>(launched));
 }
 
 template <int R>
@@ -561,7 +566,7 @@ std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
 std::size_t analysis_bytes(const StackParams& p) {
   const std::size_t tiles = static_cast<std::size_t>(p.tile_count());
   const std::size_t slices = static_cast<std::size_t>(p.slices);
-  return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) +
+  return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) + align16(sizeof(int)) +
          align16(kBucketCountSlots * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
          align16(slices * sizeof(int)) + align16(tiles * sizeof(int)) + align16(4 * slices * sizeof(unsigned int)) +
          align16(slices * sizeof(int));
@@ -579,6 +584,7 @@ StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
   a.fixed_scale = reinterpret_cast<double*>(take(sizeof(double)));
   a.first_invalid = reinterpret_cast<unsigned long long*>(take(sizeof(unsigned long long)));
   a.max_image_bits = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int)));
+  a.device_launch_error = reinterpret_cast<int*>(take(sizeof(int)));
   a.bucket_count = reinterpret_cast<int*>(take(kBucketCountSlots * sizeof(int)));
   a.bucket_tiles = reinterpret_cast<int*>(take(kBucketCount * tiles * sizeof(int)));
   a.slice_radius = reinterpret_cast<int*>(take(p.slices * sizeof(int)));

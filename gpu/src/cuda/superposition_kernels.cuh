@@ -58,6 +58,10 @@ struct StackAnalysis {
   unsigned int* max_image_bits = nullptr;         ///< bits of the largest image value
   double* fixed_scale = nullptr;                  ///< deterministic-mode scale
   unsigned long long* first_invalid = nullptr;    ///< smallest index of an invalid pixel, or ~0
+  /// The device-side dispatcher's first failed child launch (a cudaError_t),
+  /// or 0: a child grid that never ran would otherwise leave its tiles out of
+  /// the output without a word.
+  int* device_launch_error = nullptr;
 };
 
 /// Bytes of device scratch `analysis_layout` needs for a stack.

@@ -88,6 +88,8 @@ class DeviceSuperposer {
   /// an illegal address for its kernels.
   static float* allocate_device_floats(std::size_t count, int device = 0);
   static void free_device(void* d_pointer);
+  /// Returns once the data is in device memory (a pageable cudaMemcpy alone
+  /// may return before its DMA lands, and the superposer's stream would not wait for it).
   static void copy_to_device(float* d_destination, const float* h_source, std::size_t count);
   static void copy_to_host(float* h_destination, const float* d_source, std::size_t count);
 
