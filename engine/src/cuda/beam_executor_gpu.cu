@@ -156,11 +156,12 @@ __device__ float block_max(float v) {
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
-// 4 blocks of 256 threads per SM (≤ 64 registers): the per-ray loop is
-// latency-bound (global loads). The float version takes 64 registers unbounded
-// and spills at 5 blocks (48); the double one took 78, where only 3 blocks fit
-// (37.5 % occupancy, ncu on an H100).
-__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
+// 3 blocks of 256 threads per SM (≤ 80 registers): the per-ray loop is
+// latency-bound (global loads). With the CIDD walk along the ray, 4 blocks
+// (≤ 64 registers) spilled 92 bytes and ran 2,130–2,158 µs against 2,086–2,101
+// here (768 M warp instructions against 811 M; ncu, water cube, H100); before
+// the walk, 4 blocks had won (the float version then spilled at 5 blocks).
+__global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
