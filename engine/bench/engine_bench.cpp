@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -29,6 +30,18 @@ namespace pd = protondose;
 namespace pe = protondose::engine;
 
 namespace {
+
+/// FNV-1a (64 bit) of the bytes of a float array: a digest for comparing the
+/// doses of two builds bitwise without writing them out.
+std::uint64_t fnv1a_64(const std::vector<float>& values) {
+  std::uint64_t h = 14695981039346656037ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (std::size_t i = 0; i < values.size() * sizeof(float); ++i) {
+    h ^= bytes[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 /// Water box of side `side_mm` at `voxel_mm`, centred on the origin (HFS).
 pd::CtImage water_cube(double side_mm, double voxel_mm) {
@@ -134,8 +147,10 @@ int main(int argc, char** argv) {
     engine.compute(*prepared, plan);
     std::vector<double> total, ready, setup, rays, layers, ks, halo_s, resample, checks, download;
     double max_dose = 0;
+    std::uint64_t dose_digest = 0;
     for (int r = 0; r < repetitions; ++r) {
       const pe::DoseResult result = engine.compute(*prepared, plan);
+      dose_digest = fnv1a_64(result.dose_gy.data);
       const pe::StageTimings& t = result.timings;
       total.push_back(t.total_s);
       ready.push_back(t.dose_ready_s);
@@ -157,8 +172,10 @@ int main(int argc, char** argv) {
                 ms(ready), ms(total), ms(setup), ms(rays), ms(layers), ms(ks), ms(halo_s), ms(resample), ms(checks),
                 ms(download), max_dose);
     std::printf("median of %d warm runs on a prepared CT (wall clock by stage, host timers, each stage synchronised); "
-                "first call %.1f ms incl. HU conversion %.1f ms and CUDA context; CT preparation %.1f ms\n",
-                repetitions, 1e3 * cold.timings.total_s, 1e3 * cold.timings.hu_conversion_s, 1e3 * prepared->conversion_s);
+                "first call %.1f ms incl. HU conversion %.1f ms and CUDA context; CT preparation %.1f ms\n"
+                "dose digest %016llx (FNV-1a of the last run's float dose: equal digests, bitwise equal doses)\n",
+                repetitions, 1e3 * cold.timings.total_s, 1e3 * cold.timings.hu_conversion_s, 1e3 * prepared->conversion_s,
+                static_cast<unsigned long long>(dose_digest));
     return 0;
   } catch (const pd::Error& e) {
     std::cerr << "protondose-engine-bench: [" << pd::category_name(e.category()) << "] " << e.what() << "\n";
