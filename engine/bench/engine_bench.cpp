@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     std::uint64_t dose_digest = 0;
     for (int r = 0; r < repetitions; ++r) {
       const pe::DoseResult result = engine.compute(*prepared, plan);
-      dose_digest = fnv1a_64(result.dose_gy.data);
+      if (r + 1 == repetitions) dose_digest = fnv1a_64(result.dose_gy.data);  // 0.07 s for a 256³ dose: once
       const pe::StageTimings& t = result.timings;
       total.push_back(t.total_s);
       ready.push_back(t.dose_ready_s);
