@@ -4,6 +4,8 @@
 // slip here would move both backends together and only these tests see it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -110,4 +112,186 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
   EXPECT_FLOAT_EQ(k::sample_volume(v.data(), n, -0.4, 0.0, 0.0), 1.0f);  // inside the half-voxel border: edge value
   EXPECT_EQ(k::sample_volume(v.data(), n, -0.6, 0.0, 0.0), 0.0f);
   EXPECT_EQ(k::sample_volume(v.data(), n, 0.0, 2.6, 0.0), 0.0f);
+}
+
+TEST(BeamKernels, IndexDivisorEqualsDivisionBelowTwoToThe31) {
+  // Every divisor up to 4,100, powers of two and their neighbours, and the
+  // largest; dividends at 0, around multiples of d, and at 2³¹ − 1.
+  std::vector<unsigned> divisors;
+  for (unsigned d = 1; d <= 4100; ++d) divisors.push_back(d);
+  for (unsigned e = 12; e <= 30; ++e)
+    for (unsigned d : {(1u << e) - 1, 1u << e, (1u << e) + 1}) divisors.push_back(d);
+  divisors.push_back(2147483647u);
+  std::mt19937 rng(7u);
+  std::uniform_int_distribution<unsigned> any(0u, 2147483647u);
+  long long checked = 0;
+  for (unsigned d : divisors) {
+    const k::IndexDivisor by(d);
+    std::vector<unsigned> dividends{0u, 1u, d - 1, d, d + 1, 2147483647u, 2147483647u - d};
+    for (int r = 0; r < 64; ++r) {
+      const unsigned q = any(rng) / d;
+      for (unsigned n : {q * d - 1, q * d, q * d + d - 1}) dividends.push_back(n);
+      dividends.push_back(any(rng));
+    }
+    for (unsigned n : dividends) {
+      if (n > 2147483647u) continue;  // q·d − 1 wrapped at q = 0
+      ASSERT_EQ(by.quotient(n), n / d) << n << " / " << d;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+TEST(BeamKernels, VoxelIndexerSplitsAsTheNaiveArithmetic) {
+  std::mt19937 rng(11u);
+  const int grids[][3] = {{1, 1, 1}, {256, 256, 256}, {97, 131, 3}, {1, 500, 7}, {700, 1, 9}, {2000, 2000, 536}, {2000, 2000, 537}};  // the last two: just below and above 2³¹
+  for (const auto& n : grids) {
+    const k::VoxelIndexer voxels(n[0], n[1], n[2]);
+    const std::size_t count = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+    EXPECT_EQ(voxels.small, count < (std::size_t{1} << 31)) << n[0] << " × " << n[1] << " × " << n[2];
+    std::uniform_int_distribution<std::size_t> any(0, count - 1);
+    for (int r = 0; r < 20000; ++r) {
+      const std::size_t v = r < 2 ? (r == 0 ? 0 : count - 1) : any(rng);
+      int i, j, kk;
+      voxels.split(v, &i, &j, &kk);
+      ASSERT_EQ(i, static_cast<int>(v % n[0]));
+      ASSERT_EQ(j, static_cast<int>((v / n[0]) % n[1]));
+      ASSERT_EQ(kk, static_cast<int>(v / (static_cast<std::size_t>(n[0]) * n[1])));
+    }
+  }
+}
+
+namespace {
+
+/// One synthetic layer through a small heterogeneous trace: 9 × 7 rays of
+/// 2 × 1 mm, 60 slices of 1 mm, material 1–1.2 g/cm³ by column, the layer's
+/// in-air σx growing and σy shrinking with depth, so that a ray's widest σx
+/// is at its end and its widest σy at its start, and σx sets the overshoot
+/// of some rays and σy that of others; no fluence in column 4.
+template <class Real>
+struct SyntheticLayer {
+  k::BevGeometry g{};
+  std::vector<float> wepl_far, density, rho_over_x, step, image, sigma_x, sigma_y;
+  std::vector<double> fluence, depth, idd, cidd, slope;
+  std::vector<Real> energy, scattering, air_x, air_y;
+  k::LayerStackArgs s{};
+  k::LayerTables<Real> L{};
+
+  explicit SyntheticLayer(const protondose::physics::CumulativeDepthDose& curve) {
+    g.cols = 9;
+    g.rows = 7;
+    g.slices = 60;
+    g.pitch_x_mm = 2.0;
+    g.pitch_y_mm = 1.0;
+    g.depth0_mm = 0.5;
+    g.depth_step_mm = 1.0;
+    g.inv_pitch_x_mm = 0.5;
+    g.inv_pitch_y_mm = 1.0;
+    g.inv_depth_step_mm = 1.0;
+    const std::size_t plane = g.plane(), n = plane * static_cast<std::size_t>(g.slices);
+    wepl_far.resize(n);
+    density.resize(n);
+    rho_over_x.resize(n);
+    for (int kk = 0; kk < g.slices; ++kk)
+      for (std::size_t r = 0; r < plane; ++r) {
+        const float rho = 1.0f + 0.1f * static_cast<float>((r % g.cols) % 3);
+        wepl_far[kk * plane + r] = rho * static_cast<float>(kk + 1);
+        density[kk * plane + r] = rho;
+        rho_over_x[kk * plane + r] = rho / 36.08f;
+      }
+    step.assign(plane, 1.0f);
+    image.assign(n, -1.0f);
+    sigma_x.assign(n, -1.0f);
+    sigma_y.assign(n, -1.0f);
+    fluence.resize(plane);
+    for (std::size_t r = 0; r < plane; ++r) fluence[r] = r % g.cols == 4 ? 0.0 : 1.0e6 * (1 + r % 5);
+    depth = curve.depth_mm();
+    idd = curve.idd_nodes_mev_cm2_g();
+    cidd = curve.cidd_nodes_mev();
+    slope.resize(depth.size() - 1);
+    k::idd_slopes(depth.data(), idd.data(), static_cast<int>(depth.size()), slope.data());
+    for (int i = 0; i < 400; ++i) {  // 0.5 mm nodes
+      energy.push_back(static_cast<Real>(std::max(150.0 - 0.55 * 0.5 * i, 0.0)));
+      scattering.push_back(static_cast<Real>(2.0e-6 * (1 + 0.01 * i)));
+    }
+    for (int kk = 0; kk < g.slices; ++kk) {
+      air_x.push_back(static_cast<Real>(3.0 + 0.1 * kk));
+      air_y.push_back(static_cast<Real>(5.0 - 0.04 * kk));
+    }
+    s.grid = g;
+    s.wepl_far_mm = wepl_far.data();
+    s.density_g_cm3 = density.data();
+    s.rho_over_x = rho_over_x.data();
+    s.step_mm = step.data();
+    s.image = image.data();
+    s.sigma_x_px = sigma_x.data();
+    s.sigma_y_px = sigma_y.data();
+    s.dose_to_water = true;
+    s.cutoff_sigmas = 3.0f;
+    s.spot_cutoff_sigmas = 3.0;
+    L.curve_uniform_step_mm = curve.uniform_step_mm();
+    L.curve_inv_uniform_step_mm = curve.uniform_step_mm() > 0 ? 1.0 / curve.uniform_step_mm() : 0.0;
+    L.inv_wepl_step_mm = 2.0;
+    L.spread_sigma_x_iso_mm = 2.0;
+    L.spread_sigma_y_iso_mm = 2.5;
+    L.cutoff_wepl_mm = 50.0;  // rays stop at slices 41–50
+    L.slices = g.slices;
+    L.stack_offset = 0;
+    L.fluence = fluence.data();
+    L.curve_depth_mm = depth.data();
+    L.curve_idd = idd.data();
+    L.curve_cidd = cidd.data();
+    L.curve_idd_slope = slope.data();
+    L.curve_nodes = static_cast<int>(depth.size());
+    L.energy_mev = energy.data();
+    L.scattering_factor = scattering.data();
+    L.wepl_nodes = static_cast<int>(energy.size());
+    L.air_sigma_x_mm = air_x.data();
+    L.air_sigma_y_mm = air_y.data();
+  }
+};
+
+/// layer_ray's overshoot against its definition: the largest, over the
+/// pixels the ray computes, of how far that pixel's kernel reaches past the
+/// grid edge.
+template <class Real>
+void expect_overshoot_of_the_widest_pixel(const protondose::physics::CumulativeDepthDose& curve) {
+  SyntheticLayer<Real> layer(curve);
+  const k::BevGeometry& g = layer.g;
+  int positive = 0, rays_with_pixels = 0, set_by_x = 0, set_by_y = 0;
+  for (int row = 0; row < g.rows; ++row)
+    for (int col = 0; col < g.cols; ++col) {
+      int expected = INT_MIN, by_x = INT_MIN, by_y = INT_MIN, pixels = 0;
+      const auto observe = [&](int, float, float sx, float sy) {
+        const int rx = protondose::gaussian_radius_px(sx, layer.s.cutoff_sigmas);
+        const int ry = protondose::gaussian_radius_px(sy, layer.s.cutoff_sigmas);
+        by_x = std::max({by_x, rx - col, col + rx - (g.cols - 1)});
+        by_y = std::max({by_y, ry - row, row + ry - (g.rows - 1)});
+        expected = std::max(by_x, by_y);
+        ++pixels;
+      };
+      int overshoot = INT_MIN;
+      float halo_variance = 0;
+      k::layer_ray(layer.s, layer.L, col, row, &overshoot, &halo_variance, observe);
+      ASSERT_EQ(overshoot, expected) << "ray (" << col << ", " << row << ")";
+      if (pixels > 0) ++rays_with_pixels;
+      if (overshoot > 0) ++positive;
+      if (pixels > 0 && by_x > by_y) ++set_by_x;
+      if (pixels > 0 && by_y > by_x) ++set_by_y;
+    }
+  // The case's premises: most rays compute pixels, many reach past the edge,
+  // and either axis sets the overshoot of some of them.
+  EXPECT_EQ(rays_with_pixels, 7 * 8) << "every ray but the 7 without fluence computes pixels";
+  EXPECT_GT(positive, 10);
+  EXPECT_GE(set_by_x, 3);
+  EXPECT_GE(set_by_y, 3);
+}
+
+}  // namespace
+
+TEST(BeamKernels, LayerRayOvershootIsThatOfItsWidestPixels) {
+  const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  const protondose::physics::CumulativeDepthDose curve = machine.depth_dose(150.0);
+  expect_overshoot_of_the_widest_pixel<double>(curve);
+  expect_overshoot_of_the_widest_pixel<float>(curve);
 }

@@ -153,6 +153,59 @@ __device__ float block_max(float v) {
   return block_reduce(v, 0.0f, [](float a, float b) { return fmaxf(a, b); });
 }
 
+/// The layer kernel's observer: the stack's slice summary
+/// (SuperpositionInput::slice_summary). The lanes of a warp that computed a
+/// pixel of the same slice agree on one σ key or mark the slice for the
+/// analysis to read; then a few atomics per warp and slice. Rays leave the
+/// slice loop at different slices and skip cleared pixels, so the lanes here
+/// are grouped by slice rather than assumed in step (in step is the common
+/// case, tested first: a match over the warp costs more than a vote).
+struct SliceSummaryWriter {
+  unsigned long long* summary;  ///< [kSliceSummaryFields][slices]
+  std::size_t slices;           ///< the stack's
+  std::size_t stack_offset;     ///< the layer's first stack slice
+
+  __device__ void operator()(int k, float image, float sigma_x_px, float sigma_y_px) const {
+    // Valid as the superposer's analysis means it.
+    const auto valid = [](float v) { return v >= 0.0f && v <= 3.0e38f; };
+    const bool ok = valid(image) && valid(sigma_x_px) && valid(sigma_y_px);
+    const bool counted = ok && image > 0.0f;
+    const unsigned long long key =
+        static_cast<unsigned long long>(__float_as_uint(sigma_x_px)) << 32 | __float_as_uint(sigma_y_px);
+    const unsigned active = __activemask();
+    const int first = __ffs(active) - 1;
+    unsigned group = __ballot_sync(active, k == __shfl_sync(active, k, first));
+    if (group != active) group = __match_any_sync(active, k);
+    const unsigned counted_lanes = __ballot_sync(group, counted);
+    const bool any_invalid = __ballot_sync(group, !ok) != 0u;
+    const int reference_lane = counted_lanes ? __ffs(counted_lanes) - 1 : __ffs(group) - 1;
+    const unsigned long long reference_key = __shfl_sync(group, key, reference_lane);
+    int all_same = 0;
+    __match_all_sync(group, counted ? key : reference_key, &all_same);
+    const unsigned image_max = __reduce_max_sync(group, counted ? __float_as_uint(image) : 0u);
+    if (static_cast<int>(threadIdx.x % 32) != __ffs(group) - 1) return;
+    unsigned long long* f = summary + stack_offset + static_cast<std::size_t>(k);
+    if (any_invalid || !all_same) {  // the analysis reads the slice (and reports the invalid pixel)
+      atomicMin(f + kSummaryMinSigmaKey * slices, 0ull);
+      atomicMax(f + kSummaryMaxSigmaKey * slices, ~0ull);
+      return;
+    }
+    if (counted_lanes == 0u) return;  // only zeros
+    atomicMin(f + kSummaryMinSigmaKey * slices, reference_key);
+    atomicMax(f + kSummaryMaxSigmaKey * slices, reference_key);
+    atomicMax(f + kSummaryMaxImage * slices, static_cast<unsigned long long>(image_max));
+  }
+};
+
+/// An empty summary (one thread per slice).
+__global__ void reset_slice_summary_kernel(unsigned long long* summary, std::size_t slices) {
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s >= slices) return;
+  summary[kSummaryMinSigmaKey * slices + s] = ~0ull;
+  summary[kSummaryMaxSigmaKey * slices + s] = 0ull;
+  summary[kSummaryMaxImage * slices + s] = 0ull;
+}
+
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
@@ -162,7 +215,8 @@ __device__ float block_max(float v) {
 // here (768 M warp instructions against 811 M; ncu, water cube, H100); before
 // the walk, 4 blocks had won (the float version then spilled at 5 blocks).
 __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
-                             int* overshoot_max, unsigned* max_halo_variance_bits) {
+                             int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
+                             std::size_t stack_slices) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
@@ -173,7 +227,8 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   float halo_variance_max = 0;
   if (ray < s.grid.plane()) {
     const int col = static_cast<int>(ray % s.grid.cols), row = static_cast<int>(ray / s.grid.cols);
-    energy = kernels::layer_ray(s, L, col, row, &overshoot, &halo_variance_max);
+    energy = kernels::layer_ray(s, L, col, row, &overshoot, &halo_variance_max,
+                                SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset});
   }
   if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
   // Largest halo variance under a non-zero halo share (sizes the coarse grid's pad).
@@ -246,12 +301,12 @@ __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, const in
 }
 
 /// Adds the BEV dose at each output voxel (kernels::resample_voxel).
-__global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine3 beam_from_index, int nx, int ny,
-                                int nz, float* dose) {
+__global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine3 beam_from_index,
+                                kernels::VoxelIndexer voxels, std::size_t n, float* dose) {
   const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t n = static_cast<std::size_t>(nx) * ny * nz;
   if (v >= n) return;
-  const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny), k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
+  int i, j, k;
+  voxels.split(v, &i, &j, &k);
   kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &dose[v]);
 }
 
@@ -289,16 +344,15 @@ struct HaloDose {
 /// With `plan_check` (the plan's last beam), each voxel of the plan is then
 /// also scaled and checked as finish_plan_kernel does.
 __global__ void resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
-                                       int nx, int ny, int nz, bool beam_holds_dose, float* beam,
+                                       kernels::VoxelIndexer voxels, std::size_t n, bool beam_holds_dose, float* beam,
                                        const float* density, float* plan, unsigned long long* first_bad,
                                        double* dose_times_density, PlanCheck plan_check) {
   const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t n = static_cast<std::size_t>(nx) * ny * nz;
   double s = 0;
   float good = 0.0f;
   if (v < n) {
-    const int i = static_cast<int>(v % nx), j = static_cast<int>((v / nx) % ny),
-              k = static_cast<int>(v / (static_cast<std::size_t>(nx) * ny));
+    int i, j, k;
+    voxels.split(v, &i, &j, &k);
     float x = beam_holds_dose ? beam[v] : 0.0f;
     if (halo.bev) kernels::resample_voxel(halo.grid, halo.bev, beam_from_index, i, j, k, &x);
     kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &x);
@@ -487,8 +541,14 @@ class GpuBeamExecutor final : public BeamExecutor {
     sums_.reserve(sizeof(Sums));
     PD_CUDA_CHECK(cudaMemcpyAsync(sums_.get(), &sums, sizeof sums, cudaMemcpyHostToDevice, stream_));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
+    slice_summary_.reserve(kSliceSummaryFields * stack_slices);
+    summary_slices_ = stack_slices;
+    if (stack_slices > 0) {  // a grid of no blocks is a launch error
+      reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices);
+      PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel");
+    }
     layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads, 0, stream_>>>(
-        s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits);
+        s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices);
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     copy_to_host(&sums, sums_.get(), sizeof sums);
     LayerImagesSummary out;
@@ -513,6 +573,9 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.image = {image_.get(), n};
     in.sigma_x_px = {sigma_x_.get(), n};
     in.sigma_y_px = {sigma_y_.get(), n};
+    // The layer kernel's summary of this stack: the superposer's analysis
+    // then reads only the slices it leaves open.
+    if (summary_slices_ == stack_slices) in.slice_summary = slice_summary_.get();
     superposer_.superpose_device(in, stack_out_.get());
     std::vector<StackLayer> sl;
     for (const HostLayerTables& L : layers) sl.push_back({L.scalars.stack_offset, L.scalars.slices});
@@ -619,7 +682,8 @@ class GpuBeamExecutor final : public BeamExecutor {
                                      ? PlanCheck{*last_beam_plan_scale, &d->plan_first_bad, &d->plan_max_bits}
                                      : PlanCheck{1.0, nullptr, nullptr};
     resample_finish_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
-        g, bev_.get(), halo, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2], beam_holds_dose_, beam_.get(),
+        g, bev_.get(), halo, beam_from_out_index, kernels::VoxelIndexer(og_.size[0], og_.size[1], og_.size[2]), n,
+        beam_holds_dose_, beam_.get(),
         dose_to_water ? current_->output_rsp() : current_->output_density(), plan_.get(), &d->beam_first_bad,
         &d->dose_times_density, plan_check);
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
@@ -782,8 +846,8 @@ class GpuBeamExecutor final : public BeamExecutor {
   void resample_into_beam(const BevGeometry& g, const float* bev, const kernels::Affine3& beam_from_out_index,
                           cudaStream_t stream) {
     const std::size_t n = og_.voxel_count();
-    resample_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, bev, beam_from_out_index, og_.size[0], og_.size[1], og_.size[2],
-                                                 beam_.get());
+    resample_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        g, bev, beam_from_out_index, kernels::VoxelIndexer(og_.size[0], og_.size[1], og_.size[2]), n, beam_.get());
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
 
@@ -854,6 +918,8 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   int device_;
   DeviceSuperposer superposer_;
+  DeviceBuffer<unsigned long long> slice_summary_;  ///< the last layer_images' stack summary (SliceSummaryWriter)
+  std::size_t summary_slices_ = 0;                 ///< its stack's slice count
   DeviceSuperposer halo_superposer_;  ///< the halo's, so that it can run alongside superposer_
   /// A prepared CT in device memory.
   struct PatientBuffers {

@@ -121,6 +121,7 @@ struct DeviceSuperposer::Impl {
                               (method == SuperpositionMethod::kGpuScatterTiled &&
                                options.tile_dispatch == TileDispatch::kFromHost);
     p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
+    p.slice_summary = in.slice_summary;
 
     scratch.reserve(cuda::analysis_bytes(p));
     const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());

@@ -24,33 +24,85 @@ __device__ inline bool is_valid_value(float v) { return v >= 0.0f && v <= 3.0e38
 
 // ---------------------------------------------------------------- analysis kernels
 
-__global__ void reset_analysis_kernel(StackAnalysis a, int slices) {
+/// What a slice's summary (StackParams::slice_summary) settles, so that
+/// analyse_tiles_kernel need not read the slice.
+enum class SummarisedSlice {
+  kRead,     ///< no summary, or one that leaves the slice to the analysis
+  kEmpty,    ///< no pixel with image > 0, none invalid
+  kUniform,  ///< one σx and one σy, valid, within kMaxKernelRadiusPx, and the slice runs separable
+};
+
+__device__ inline SummarisedSlice summarised_slice(const StackParams& p, int s) {
+  if (!p.slice_summary) return SummarisedSlice::kRead;
+  const std::size_t n = static_cast<std::size_t>(p.slices);
+  const unsigned long long lo = p.slice_summary[kSummaryMinSigmaKey * n + s];
+  const unsigned long long hi = p.slice_summary[kSummaryMaxSigmaKey * n + s];
+  if (lo == ULLONG_MAX && hi == 0ull) return SummarisedSlice::kEmpty;
+  if (!p.separable_uniform_slices || lo != hi) return SummarisedSlice::kRead;
+  const float sx = __uint_as_float(static_cast<unsigned int>(hi >> 32));
+  const float sy = __uint_as_float(static_cast<unsigned int>(hi & 0xffffffffull));
+  const float largest = __uint_as_float(static_cast<unsigned int>(p.slice_summary[kSummaryMaxImage * n + s]));
+  // What the analysis would reject stays with it, which names the pixel.
+  if (!is_valid_value(sx) || !is_valid_value(sy) || !is_valid_value(largest) || !(largest > 0.0f))
+    return SummarisedSlice::kRead;
+  const int radius = max(gaussian_radius_px(sx, p.cutoff_sigmas), gaussian_radius_px(sy, p.cutoff_sigmas));
+  return radius <= kMaxKernelRadiusPx ? SummarisedSlice::kUniform : SummarisedSlice::kRead;
+}
+
+/// Resets the scratch (one thread per slice, and per bucket slot). A slice
+/// its summary settles gets what analyse_tiles_kernel would have found for
+/// it — radius, σ range, largest value, and no bucketed tile; the others are
+/// listed for analyse_tiles_kernel to read.
+__global__ void reset_analysis_kernel(StackParams p, StackAnalysis a) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < kBucketCountSlots) a.bucket_count[t] = 0;
-  if (t == 0) *a.fixed_scale = 1.0;
-  if (t < slices) {
-    a.slice_radius[t] = -1;
-    unsigned int* bits = a.slice_sigma_bits + 4 * t;
-    bits[0] = bits[2] = UINT_MAX;  // minima
-    bits[1] = bits[3] = 0u;        // maxima
+  if (t >= p.slices) return;
+  a.slice_radius[t] = -1;
+  unsigned int* bits = a.slice_sigma_bits + 4 * t;
+  bits[0] = bits[2] = UINT_MAX;  // minima
+  bits[1] = bits[3] = 0u;        // maxima
+  const SummarisedSlice settled = summarised_slice(p, t);
+  if (settled == SummarisedSlice::kRead) {
+    a.read_slices[atomicAdd(a.read_slice_count, 1)] = t;
+    return;
   }
-  if (t == 0) {
-    *a.max_image_bits = 0u;
-    *a.first_invalid = ULLONG_MAX;
-    *a.device_launch_error = 0;
+  const std::size_t tiles = static_cast<std::size_t>(p.tiles_x) * p.tiles_y;
+  for (std::size_t i = 0; i < tiles; ++i) a.tile_radius[t * tiles + i] = -1;  // separable or empty: no bucket
+  if (settled == SummarisedSlice::kUniform) {
+    const std::size_t n = static_cast<std::size_t>(p.slices);
+    const unsigned long long key = p.slice_summary[kSummaryMaxSigmaKey * n + t];
+    bits[0] = bits[1] = static_cast<unsigned int>(key >> 32);
+    bits[2] = bits[3] = static_cast<unsigned int>(key & 0xffffffffull);
+    a.slice_radius[t] = max(gaussian_radius_px(__uint_as_float(bits[1]), p.cutoff_sigmas),
+                            gaussian_radius_px(__uint_as_float(bits[3]), p.cutoff_sigmas));
+    atomicMax(a.max_image_bits, static_cast<unsigned int>(p.slice_summary[kSummaryMaxImage * n + t]));
   }
+}
+
+/// The scalars reset_analysis_kernel's slice threads add to (one thread):
+/// launched before it.
+__global__ void reset_analysis_scalars_kernel(StackAnalysis a) {
+  *a.fixed_scale = 1.0;
+  *a.max_image_bits = 0u;
+  *a.first_invalid = ULLONG_MAX;
+  *a.device_launch_error = 0;
+  *a.read_slice_count = 0;
 }
 
 /// Block-wide minimum or maximum of non-negative floats through their bits.
 __device__ inline void shared_min_bits(unsigned int* target, float v) { atomicMin(target, __float_as_uint(v)); }
 __device__ inline void shared_max_bits(unsigned int* target, float v) { atomicMax(target, __float_as_uint(v)); }
 
-/// Slices per block of analyse_tiles_kernel: a block per tile and slice was
+/// Blocks of analyse_tiles_kernel per tile column (gridDim.z), at most: each
+/// reads every gridDim.z-th listed slice. A block per tile and slice was
 /// 212,000 blocks of 512 pixels for the water cube's stack, at half the
-/// H100's memory bandwidth.
-constexpr int kAnalysisSlicesPerBlock = 4;
+/// H100's memory bandwidth; four slices per block then reached 2.5 TB/s (H200),
+/// but with every slice settled by the stack's summary, its 53,000 blocks
+/// still took 213 µs (each waited on four summary loads in turn).
+constexpr int kAnalysisBlocksPerTile = 128;
 
-/// One block per tile column (tx, ty) of kAnalysisSlicesPerBlock slices: each
+/// One block per tile column (tx, ty) and blockIdx.z: the listed slices
+/// blockIdx.z, + gridDim.z, … (reset_analysis_kernel's read list): each
 /// tile's radius, the σ range of its non-zero pixels, invalid pixels, the
 /// largest value. Buckets are filled afterwards (bucket_tiles_kernel), once
 /// every slice's σ range is known.
@@ -62,8 +114,9 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   __shared__ unsigned int tile_largest;
   __shared__ unsigned int tile_sigma_bits[4];  // min σx, max σx, min σy, max σy
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
-  const int s_end = min(p.slices, (static_cast<int>(blockIdx.z) + 1) * kAnalysisSlicesPerBlock);
-  for (int s = blockIdx.z * kAnalysisSlicesPerBlock; s < s_end; ++s) {
+  const int listed = *a.read_slice_count;
+  for (int listed_index = blockIdx.z; listed_index < listed; listed_index += gridDim.z) {
+    const int s = a.read_slices[listed_index];
     // Every load first, then the checks: the checks' atomics would otherwise
     // hold the next row's loads back.
     float v[kRowsPerThread], sx[kRowsPerThread], sy[kRowsPerThread];
@@ -569,7 +622,7 @@ std::size_t analysis_bytes(const StackParams& p) {
   return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) + align16(sizeof(int)) +
          align16(kBucketCountSlots * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
          align16(slices * sizeof(int)) + align16(tiles * sizeof(int)) + align16(4 * slices * sizeof(unsigned int)) +
-         align16(slices * sizeof(int));
+         align16(slices * sizeof(int)) + align16(slices * sizeof(int)) + align16(sizeof(int));
 }
 
 StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
@@ -591,15 +644,21 @@ StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
   a.tile_radius = reinterpret_cast<int*>(take(tiles * sizeof(int)));
   a.slice_sigma_bits = reinterpret_cast<unsigned int*>(take(4 * static_cast<std::size_t>(p.slices) * sizeof(unsigned int)));
   a.uniform_slices = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
+  a.read_slices = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
+  a.read_slice_count = reinterpret_cast<int*>(take(sizeof(int)));
   return a;
 }
 
 void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
   const int reset_threads = std::max(kBucketCountSlots, p.slices);
-  reset_analysis_kernel<<<(reset_threads + 255) / 256, 256, 0, stream>>>(a, p.slices);
+  reset_analysis_scalars_kernel<<<1, 1, 0, stream>>>(a);
+  PD_CUDA_CHECK_LAUNCH("reset_analysis_scalars_kernel");
+  reset_analysis_kernel<<<(reset_threads + 255) / 256, 256, 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
-  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, (p.slices + kAnalysisSlicesPerBlock - 1) / kAnalysisSlicesPerBlock),
-                         dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
+  // Sized for every slice (the host does not know how many the summary
+  // settles); with none to read, each block reads the count and ends.
+  const int blocks_per_tile = std::min(p.slices, kAnalysisBlocksPerTile);
+  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, blocks_per_tile), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
   // Every slice has at least one tile, so tile_count() threads cover the slices too.
   bucket_tiles_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(p, a);

@@ -42,6 +42,8 @@ struct StackParams {
   /// Slices whose non-zero pixels share one σx and one σy leave the tile
   /// buckets and run as separable passes (host-launched buckets only).
   bool separable_uniform_slices = false;
+  /// SuperpositionInput::slice_summary (null: every slice analysed).
+  const unsigned long long* slice_summary = nullptr;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
 
@@ -53,6 +55,10 @@ struct StackAnalysis {
   /// non-zero pixels (non-negative floats order as their bits).
   unsigned int* slice_sigma_bits = nullptr;
   int* uniform_slices = nullptr;  ///< [slice]: the uniform slices, bucket_count[kUniformSliceCountSlot] of them
+  /// [slice]: the slices the analysis pass reads (all but those the stack's
+  /// summary settles), read_slice_count of them, in no particular order.
+  int* read_slices = nullptr;
+  int* read_slice_count = nullptr;
   int* bucket_count = nullptr;    ///< [kBucketCountSlots] tiles per bucket, then the uniform slices' count and largest radius
   int* bucket_tiles = nullptr;    ///< [kBucketCount][tile_count]: tile indices of each bucket
   unsigned int* max_image_bits = nullptr;         ///< bits of the largest image value

@@ -57,7 +57,26 @@ struct SuperpositionInput {
   ConstFloatSpan image;       ///< I[s][y][x] ≥ 0 (energy per pixel, any unit)
   ConstFloatSpan sigma_x_px;  ///< σx[s][y][x] ≥ 0, pixels along x
   ConstFloatSpan sigma_y_px;  ///< σy[s][y][x] ≥ 0, pixels along y
+  /// Optional, device calls only (DeviceSuperposer::superpose_device): what
+  /// the stack's producer found while writing it, so that the analysis pass
+  /// (a read of the whole stack) can leave out the slices whose summary says
+  /// all it needs — empty slices, and uniform-σ slices that run as separable
+  /// passes. Device memory, kSliceSummaryFields × slices 64-bit words,
+  /// field-major (entry f·slices + s). Over the slice's pixels with image > 0,
+  /// with key = bits(σx) << 32 | bits(σy) (non-negative floats order as their
+  /// bits): the smallest key, the largest key, and the bits of the largest
+  /// image value. An empty slice: ~0 and 0 (and 0). A slice with an invalid
+  /// pixel (NaN, Inf or negative image or σ, image 0 included) must read 0
+  /// and ~0 — and so may any non-uniform slice: it is then analysed like any
+  /// other (and the pixel reported). The result does not change with or
+  /// without a summary (tests/gpu/slice_summary_gpu_test.cpp).
+  /// Superposer::superpose (host arrays) ignores it: it copies only the three
+  /// arrays to the device.
+  const unsigned long long* slice_summary = nullptr;
 };
+
+/// Fields of SuperpositionInput::slice_summary, in their order.
+enum SliceSummaryField : int { kSummaryMinSigmaKey, kSummaryMaxSigmaKey, kSummaryMaxImage, kSliceSummaryFields };
 
 /// Largest kernel radius (pixels) any path accepts; larger σ is rejected as input error.
 inline constexpr int kMaxKernelRadiusPx = 256;
