@@ -90,16 +90,34 @@ PD_HD inline float sample_volume(const float* v, const int n[3], double ci, doub
 /// Mass density (g/cm³) below which a sample scatters nothing.
 constexpr double kMinScatteringDensity = 1e-6;
 
+/// Where x = u/inv_step falls in a uniform table of n ≥ 2 nodes: segment i
+/// and fraction f, clamped at both ends so that uniform_table_at gives t[0]
+/// below the first node (and for NaN) and t[n − 1] past the last, exactly
+/// (weights 1 and 0). One point serves every table on the same nodes.
+template <class Real>
+struct UniformTablePoint {
+  int i;
+  Real f;
+};
+template <class Real>
+PD_HD inline UniformTablePoint<Real> uniform_table_point(int n, Real inv_step, Real x) {
+  const Real u = x * inv_step;
+  if (!(u > 0)) return {0, Real(0)};
+  if (!(u < static_cast<Real>(n - 1))) return {n - 2, Real(1)};
+  const int i = static_cast<int>(u);
+  return {i, u - i};
+}
+template <class Real>
+PD_HD inline Real uniform_table_at(const Real* t, UniformTablePoint<Real> p) {
+  return t[p.i] * (1 - p.f) + t[p.i + 1] * p.f;
+}
+
 /// Uniform table t[i] at x = i/inv_step: linear interpolation, clamped at both
 /// ends, in the table's type.
 template <class Real>
 PD_HD inline Real uniform_table(const Real* t, int n, Real inv_step, Real x) {
-  const Real u = x * inv_step;
-  if (!(u > 0)) return t[0];
-  const int i = static_cast<int>(u);
-  if (i + 1 >= n) return t[n - 1];
-  const Real f = u - i;
-  return t[i] * (1 - f) + t[i + 1] * f;
+  if (n < 2) return t[0];
+  return uniform_table_at(t, uniform_table_point(n, inv_step, x));
 }
 
 /// Square root and quotient of layer_ray<Real>'s per-slice results: IEEE in
@@ -507,7 +525,11 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     // Dose to water: the water-equivalent length at 1 g/cm³; else the medium's.
     constexpr Real kCm3PerMm3 = Real(1e-3);
     const Real mass_g = (s.dose_to_water ? w_far - w_near : rho * step) * area_mm2 * kCm3PerMm3;
-    const Real e_mid = uniform_table(L.energy_mev, L.wepl_nodes, inv_wepl_step_mm, w_mid);
+    // The layer's WEPL tables share their nodes (≥ 2: a layer with slices
+    // has a cut-off past 0 and tables to 20 mm beyond it): one lookup of the
+    // node for the energy and the scattering power, one for the halo.
+    const UniformTablePoint<Real> at_mid = uniform_table_point(L.wepl_nodes, inv_wepl_step_mm, w_mid);
+    const Real e_mid = uniform_table_at(L.energy_mev, at_mid);
     const bool scatters = rho > static_cast<Real>(kMinScatteringDensity) &&
                           e_mid > static_cast<Real>(kMinScatteringEnergyMev);
     const Real a2_near = a2;
@@ -515,7 +537,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     a2 = a2 + Real(2) * a1 * step + a0 * step * step;
     a1 = a1 + a0 * step;
     if (scatters) {
-      const Real t = uniform_table(L.scattering_factor, L.wepl_nodes, inv_wepl_step_mm, w_mid) * rho_over_x;
+      const Real t = uniform_table_at(L.scattering_factor, at_mid) * rho_over_x;
       a0 += t * step;
       a1 += t * step * step * Real(0.5);
       a2 += t * step * step * step * Real(1.0 / 3.0);
@@ -538,8 +560,9 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       // fraction W of this step's energy spreads with the halo σ (total
       // width; the spread fluence already carries σ_spread).
       const Real w_halo = real_fmin(w_mid, static_cast<Real>(L.halo_max_wepl_mm));
-      const Real weight = uniform_table(L.halo_weight, L.wepl_nodes, inv_wepl_step_mm, w_halo);
-      const Real sh = uniform_table(L.halo_sigma_mm, L.wepl_nodes, inv_wepl_step_mm, w_halo);
+      const UniformTablePoint<Real> at_halo = uniform_table_point(L.wepl_nodes, inv_wepl_step_mm, w_halo);
+      const Real weight = uniform_table_at(L.halo_weight, at_halo);
+      const Real sh = uniform_table_at(L.halo_sigma_mm, at_halo);
       const Real variance = L.halo_sigma_is_added
                                 ? sh * sh + Real(0.5) * (real_fmax(vx, Real(0)) + real_fmax(vy, Real(0)))
                                 : sh * sh - Real(0.5) * (sxm * sxm + sym * sym);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -80,6 +81,46 @@ TEST(BeamKernels, CiddLookupWalkedAlongARayEqualsTheBisectionBitwise) {
     EXPECT_EQ(segment, k::segment_from(d.data(), n, 0.1 * c.end_depth_mm(), 0));
   }
   EXPECT_GT(walked_curves, 0) << "no curve with unequally spaced nodes";
+}
+
+// The branch-free lookup that layer_ray shares between tables on the same
+// nodes: the interpolation between nodes, and the clamping at both ends
+// (below the first node, NaN, at and past the last), exact at the ends.
+template <class Real>
+void check_uniform_table() {
+  const std::vector<Real> t = {Real(3.5), Real(-1.25), Real(7), Real(2.0625), Real(-0.5)};
+  const int n = static_cast<int>(t.size());
+  const Real inv_step = Real(0.5);  // nodes every 2 units
+  const auto naive = [&](Real x) {
+    const double u = static_cast<double>(x) * static_cast<double>(inv_step);
+    if (!(u > 0)) return static_cast<double>(t[0]);
+    if (u >= n - 1) return static_cast<double>(t[n - 1]);
+    const int i = static_cast<int>(u);
+    const double f = u - i;
+    return static_cast<double>(t[i]) * (1 - f) + static_cast<double>(t[i + 1]) * f;
+  };
+  for (const Real x : {Real(-3), Real(0), Real(0.5), Real(2), Real(3.75), Real(6.5), Real(7.999), Real(8), Real(8.5),
+                       Real(1e30), std::numeric_limits<Real>::quiet_NaN()}) {
+    const Real got = k::uniform_table(t.data(), n, inv_step, x);
+    const double expected = naive(x);
+    if (!(x > 0) || x >= Real(8)) {
+      EXPECT_EQ(got, static_cast<Real>(expected)) << "x " << x;  // the end nodes exactly
+    } else {
+      EXPECT_NEAR(got, expected, 8 * std::numeric_limits<Real>::epsilon() * 8) << "x " << x;
+    }
+    // One point, two tables: the same as two lookups.
+    const k::UniformTablePoint<Real> p = k::uniform_table_point(n, inv_step, x);
+    ASSERT_GE(p.i, 0);
+    ASSERT_LE(p.i, n - 2);
+    EXPECT_EQ(k::uniform_table_at(t.data(), p), got) << "x " << x;
+  }
+  const Real one = Real(4);
+  EXPECT_EQ(k::uniform_table(&one, 1, inv_step, Real(3)), one);  // a one-node table is its node
+}
+
+TEST(BeamKernels, UniformTableInterpolatesAndClampsAtBothEndsExactly) {
+  check_uniform_table<double>();
+  check_uniform_table<float>();
 }
 
 TEST(BeamKernels, CutoffSearchEqualsALinearScan) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <future>
 #include <optional>
+#include <type_traits>
 
 #include "../beam_executor.h"
 #include "protondose/core/error.h"
@@ -221,7 +222,15 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
   const std::size_t ray = blockIdx.y * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const kernels::LayerTables<float>& L = layers[blockIdx.x];
+  // The layer's tables in shared memory: read from global memory, each of
+  // their fields was reloaded after every store to the stack (the compiler
+  // cannot rule out that a float store changes them), ~17 dependent loads per
+  // slice step in the SASS; a shared copy cannot alias the stack.
+  __shared__ kernels::LayerTables<float> L;
+  static_assert(sizeof L % sizeof(unsigned) == 0 && std::is_trivially_copyable_v<kernels::LayerTables<float>>);
+  for (unsigned w = threadIdx.x; w < sizeof L / sizeof(unsigned); w += blockDim.x)
+    reinterpret_cast<unsigned*>(&L)[w] = reinterpret_cast<const unsigned*>(layers + blockIdx.x)[w];
+  __syncthreads();
   double energy = 0;
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
