@@ -480,6 +480,25 @@ void DoseEngine::preload(const PreparedCt& ct) const {
   executor_->synchronize();
 }
 
+/// The part of a layer's host tables that does not depend on the cropped
+/// grid: its spots, depth-dose curve and WEPL tables (stage_beam_layers and
+/// layer_images both name them; the per-slice in-air σ and the scalars come
+/// with the group).
+static void set_beam_layer_tables(const LayerWork& L, std::size_t beam_layer, HostLayerTables& t) {
+  t.beam_layer = static_cast<int>(beam_layer);
+  t.spots = &L.spots;
+  t.curve_depth_mm = &L.curve->depth_mm();
+  t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
+  t.curve_cidd = &L.curve->cidd_nodes_mev();
+  t.curve_idd_slope = &L.physics->curve_idd_slope;
+  t.energy_mev = &L.physics->residual_energy_mev;
+  t.scattering_factor = &L.physics->scattering_factor;
+  if (L.physics->has_halo) {
+    t.halo_weight = &L.physics->halo_weight;
+    t.halo_sigma_mm = &L.physics->halo_sigma_mm;
+  }
+}
+
 DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
   std::lock_guard<std::mutex> lock(compute_mutex_);
   const auto t_start = Clock::now();
@@ -656,6 +675,13 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       const kernels::BevGeometry full_geometry = geometry_of(full);
       exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame));
       if (!spots_collected) collect_spots();  // while the GPU traces
+      {
+        // And what of the layers does not depend on the cropping: the GPU
+        // executor packs and uploads it while the trace runs.
+        std::vector<HostLayerTables> staged(layers.size());
+        for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(layers[li], li, staged[li]);
+        exec.stage_beam_layers(full_geometry, staged);
+      }
       const TraceSummary traced = exec.trace_summary();
       // Crop: from where the first ray meets material (dose to water is
       // reported in the air of the CT too, as the Monte Carlo references do)
@@ -733,22 +759,14 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           L.stack_offset = stack_slices;
           stack_slices += static_cast<std::size_t>(L.slices);
           HostLayerTables& t = tables[li - group_begin];
-          t.spots = &L.spots;
-          t.curve_depth_mm = &L.curve->depth_mm();
-          t.curve_idd = &L.curve->idd_nodes_mev_cm2_g();
-          t.curve_cidd = &L.curve->cidd_nodes_mev();
-          t.curve_idd_slope = &L.physics->curve_idd_slope;
+          set_beam_layer_tables(L, li, t);
           t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
           t.scalars.curve_inv_uniform_step_mm = L.curve->uniform_step_mm() > 0 ? 1.0 / L.curve->uniform_step_mm() : 0.0;
           const DoseEngine::LayerPhysics& P = *L.physics;
-          t.energy_mev = &P.residual_energy_mev;
-          t.scattering_factor = &P.scattering_factor;
           kernels::LayerScalars& sc = t.scalars;
           if (P.has_halo) {
             sc.halo_max_wepl_mm = P.halo_max_wepl_mm;
             sc.halo_sigma_is_added = P.halo_sigma_is_added;
-            t.halo_weight = &P.halo_weight;
-            t.halo_sigma_mm = &P.halo_sigma_mm;
           }
           t.air_sigma_x_mm = &L.air_sigma_x_mm;
           t.air_sigma_y_mm = &L.air_sigma_y_mm;

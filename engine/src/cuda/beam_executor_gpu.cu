@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -19,6 +20,7 @@
 
 #include "../beam_executor.h"
 #include "protondose/core/error.h"
+#include "protondose/core/task_thread.h"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/gpu/device_superposition.h"
@@ -248,10 +250,10 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
 
 using kernels::StackLayer;
 
-/// A spot of the layer group, in pixel units of the ray grid.
+/// A spot of the beam, in pixel units of the ray grid.
 struct DeviceSpot {
   double col_px, row_px, protons;
-  int layer;
+  int layer;  ///< the beam's layer (HostLayerTables::beam_layer)
 };
 
 /// One block per spot: its protons spread over the box of rays it reaches,
@@ -259,11 +261,14 @@ struct DeviceSpot {
 /// column and row weights (two double erf each) are computed once into shared
 /// memory, not per cell: per cell they were four erf for one product (0.33 ms
 /// for the water cube's 21,780 spots on an H100, ncu).
-__global__ void spread_kernel(const DeviceSpot* spots, const double* sigma_px /* [layer][2] */, double cutoff_sigmas,
-                              int cols, int rows, double* fluence) {
+/// The spots are those of the group's layers, whose first is the beam's
+/// layer `first_layer`; σ and fluence planes are indexed within the group.
+__global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const double* sigma_px /* [layer][2] */,
+                              double cutoff_sigmas, int cols, int rows, double* fluence) {
   extern __shared__ double axis_weights[];  // [box width] column weights, then [box height] protons × row weights
   const DeviceSpot sp = spots[blockIdx.x];
-  const double sx = sigma_px[2 * sp.layer], sy = sigma_px[2 * sp.layer + 1];
+  const int layer = sp.layer - first_layer;
+  const double sx = sigma_px[2 * layer], sy = sigma_px[2 * layer + 1];
   int x_lo, x_hi, y_lo, y_hi;
   kernels::spot_axis_range(sp.col_px, sx, cutoff_sigmas, cols, &x_lo, &x_hi);
   kernels::spot_axis_range(sp.row_px, sy, cutoff_sigmas, rows, &y_lo, &y_hi);
@@ -274,7 +279,7 @@ __global__ void spread_kernel(const DeviceSpot* spots, const double* sigma_px /*
   for (int i = threadIdx.x; i < w; i += blockDim.x) wx[i] = kernels::spot_axis_weight(x_lo + i, sp.col_px, sx);
   for (int i = threadIdx.x; i < h; i += blockDim.x) py[i] = sp.protons * kernels::spot_axis_weight(y_lo + i, sp.row_px, sy);
   __syncthreads();
-  double* plane = fluence + static_cast<std::size_t>(sp.layer) * static_cast<std::size_t>(cols) * rows;
+  double* plane = fluence + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cols) * rows;
   for (int cell = threadIdx.x; cell < w * h; cell += blockDim.x) {
     const int r = cell / w, c = cell % w;
     atomicAdd(&plane[static_cast<std::size_t>(y_lo + r) * cols + x_lo + c], py[r] * wx[c]);
@@ -453,11 +458,20 @@ class GpuBeamExecutor final : public BeamExecutor {
     og_ = og;
     finished_plan_.reset();
     zero(plan_, og.voxel_count(), stream_);
-    // The host volume the plan dose will land in is made (allocated, every
-    // page touched) on a thread of its own while the GPU computes: at 1 mm it
-    // is ~100 MB, whose page faults took ~50 ms on the H100 host when they
-    // came after the computation, inside the download.
-    plan_host_ = std::async(std::launch::async, [og] { return Volume<float>(og, 0.0f); });
+    plan_host_ = {};  // made once the GPU has its longest kernel (start_plan_host_volume)
+  }
+
+  /// The host volume the plan dose will land in is made (allocated, every
+  /// page touched) on a thread of its own while the GPU computes: at 1 mm it
+  /// is ~100 MB, whose page faults took ~50 ms on the H100 host when they
+  /// came after the computation, inside the download. It starts after the
+  /// first layer kernel's launch, not with the plan: its page faults slowed
+  /// the host's own set-up of the beam, packing and launches with the GPU
+  /// idle (water cube, H200 host), and the layer kernel leaves the host ~2 ms
+  /// with nothing to do.
+  void start_plan_host_volume() {
+    if (plan_host_.valid()) return;
+    plan_host_ = plan_host_thread_.run([og = og_] { return Volume<float>(og, 0.0f); });
   }
   /// No clearing: finish_beam writes every voxel of the beam dose (and a
   /// halo run of an earlier layer group clears it before it adds to it).
@@ -536,8 +550,9 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     // The previous stage synchronised the stream: its copies are done.
     upload_staging_.begin(staging_bytes(layers));
-    spread_spots(g, layers, shared_in.spot_cutoff_sigmas);
-    upload_layer_tables(layers, g.plane());
+    const std::size_t first_layer = staged_group_start(g, layers);
+    spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas);
+    upload_layer_tables(layers, first_layer, g.plane());
     const kernels::LayerStackArgs s =
         bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
                                sigma_x_.get(), sigma_y_.get(), halo ? halo_image_.get() : nullptr,
@@ -559,6 +574,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads, 0, stream_>>>(
         s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices);
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
+    start_plan_host_volume();
     copy_to_host(&sums, sums_.get(), sizeof sums);
     LayerImagesSummary out;
     out.energy_mev = sums.energy;
@@ -605,6 +621,12 @@ class GpuBeamExecutor final : public BeamExecutor {
                   const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo shares
+    // A thread per halo (std::async), not a kept one (TaskThread): with a kept
+    // thread, compute-sanitizer racecheck did not finish the engine's GPU
+    // tests in one process (the third engine's halo never returned within
+    // 300 s; each test alone, or this way, ~15 s; H200, 2026-11-26). Not
+    // understood; the thread's start costs ~0.1 ms of the halo, which ends
+    // after the core's superposition on the water cube.
     halo_run_ = std::async(std::launch::async, [this, hg, h, stack_slices, hl = halo_layers_of(layers, stack_slices),
                                                 beam_from_out_index] {
       PD_CUDA_CHECK(cudaSetDevice(device_));
@@ -796,35 +818,103 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
   }
 
-  /// What layer_images packs into upload_staging_: the spots, the spreading σ and the tables.
-  static std::size_t staging_bytes(const std::vector<HostLayerTables>& layers) {
-    std::size_t spots = 0, doubles = 0, floats = 0;
-    for (const HostLayerTables& h : layers) {
-      spots += h.spots->size();
-      doubles += h.curve_depth_mm->size() + h.curve_idd->size() + h.curve_cidd->size() + h.curve_idd_slope->size();
-      floats += h.energy_mev->size() + h.scattering_factor->size() + h.halo_weight->size() + h.halo_sigma_mm->size() +
-                h.air_sigma_x_mm->size() + h.air_sigma_y_mm->size();
+  /// Where stage_beam_layers put a layer of the beam: its spots in spots_,
+  /// its curve in layer_pack_ and its WEPL tables in layer_float_pack_.
+  struct StagedLayer {
+    std::size_t spot_begin = 0, spot_end = 0;
+    std::size_t depth = 0, idd = 0, cidd = 0, idd_slope = 0;
+    std::size_t energy = 0, scattering = 0, halo_weight = 0, halo_sigma = 0;
+    int curve_nodes = 0, wepl_nodes = 0;
+    bool has_halo = false;
+  };
+
+  void stage_beam_layers(const BevGeometry& full, const std::vector<HostLayerTables>& layers) override {
+    std::size_t spot_count = 0, doubles = 0, floats = 0;
+    const auto place = [](std::size_t& size, const std::vector<double>& v) {
+      const std::size_t at = size;
+      size += v.size();
+      return at;
+    };
+    staged_.assign(layers.size(), StagedLayer{});
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const HostLayerTables& h = layers[i];
+      if (h.beam_layer != static_cast<int>(i)) throw InternalError("stage_beam_layers: layers out of beam order");
+      StagedLayer& o = staged_[i];
+      o.spot_begin = spot_count;
+      spot_count += h.spots->size();
+      o.spot_end = spot_count;
+      o.depth = place(doubles, *h.curve_depth_mm);
+      o.idd = place(doubles, *h.curve_idd);
+      o.cidd = place(doubles, *h.curve_cidd);
+      o.idd_slope = place(doubles, *h.curve_idd_slope);
+      o.energy = place(floats, *h.energy_mev);
+      o.scattering = place(floats, *h.scattering_factor);
+      o.halo_weight = place(floats, *h.halo_weight);
+      o.halo_sigma = place(floats, *h.halo_sigma_mm);
+      o.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+      o.wepl_nodes = static_cast<int>(h.energy_mev->size());
+      o.has_halo = !h.halo_weight->empty();
     }
-    return PinnedStaging::bytes_for<DeviceSpot>(spots) + PinnedStaging::bytes_for<double>(2 * layers.size()) +
-           PinnedStaging::bytes_for<double>(doubles) + PinnedStaging::bytes_for<float>(floats) +
+    // The copies out of the previous beam's staging ended at the syncs since.
+    beam_staging_.begin(PinnedStaging::bytes_for<DeviceSpot>(spot_count) + PinnedStaging::bytes_for<double>(doubles) +
+                        PinnedStaging::bytes_for<float>(floats));
+    DeviceSpot* spots = beam_staging_.take<DeviceSpot>(spot_count);
+    double* pack = beam_staging_.take<double>(doubles);
+    float* float_pack = beam_staging_.take<float>(floats);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const HostLayerTables& h = layers[i];
+      const StagedLayer& o = staged_[i];
+      for (const SpotProtons& sp : *h.spots)
+        spots[n++] = {(sp.x_iso_mm - full.x0_mm) / full.pitch_x_mm, (sp.y_iso_mm - full.y0_mm) / full.pitch_y_mm,
+                      sp.protons, static_cast<int>(i)};
+      std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), pack + o.depth);
+      std::copy(h.curve_idd->begin(), h.curve_idd->end(), pack + o.idd);
+      std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), pack + o.cidd);
+      std::copy(h.curve_idd_slope->begin(), h.curve_idd_slope->end(), pack + o.idd_slope);
+      std::copy(h.energy_mev->begin(), h.energy_mev->end(), float_pack + o.energy);  // double → float
+      std::copy(h.scattering_factor->begin(), h.scattering_factor->end(), float_pack + o.scattering);
+      std::copy(h.halo_weight->begin(), h.halo_weight->end(), float_pack + o.halo_weight);
+      std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), float_pack + o.halo_sigma);
+    }
+    upload(spots_, spots, spot_count, stream_);
+    upload(layer_pack_, pack, doubles, stream_);
+    upload(layer_float_pack_, float_pack, floats, stream_);
+    staged_lateral_ = {full.x0_mm, full.y0_mm, full.pitch_x_mm, full.pitch_y_mm};
+  }
+
+  /// The staged layers of a group (consecutive beam layers): the first one's
+  /// beam index, checked against the staging.
+  std::size_t staged_group_start(const BevGeometry& g, const std::vector<HostLayerTables>& layers) const {
+    const std::size_t first = layers.empty() ? 0 : static_cast<std::size_t>(layers.front().beam_layer);
+    for (std::size_t l = 0; l < layers.size(); ++l)
+      if (layers[l].beam_layer < 0 || static_cast<std::size_t>(layers[l].beam_layer) != first + l ||
+          first + l >= staged_.size())
+        throw InternalError("layer_images: a layer group that stage_beam_layers did not stage");
+    if (std::array<double, 4>{g.x0_mm, g.y0_mm, g.pitch_x_mm, g.pitch_y_mm} != staged_lateral_)
+      throw InternalError("layer_images: the grid's lateral layout differs from the staged spots'");
+    return first;
+  }
+
+  /// What layer_images packs into upload_staging_: the spreading σ, the in-air σ and the tables.
+  static std::size_t staging_bytes(const std::vector<HostLayerTables>& layers) {
+    std::size_t floats = 0;
+    for (const HostLayerTables& h : layers) floats += h.air_sigma_x_mm->size() + h.air_sigma_y_mm->size();
+    return PinnedStaging::bytes_for<double>(2 * layers.size()) + PinnedStaging::bytes_for<float>(floats) +
            PinnedStaging::bytes_for<kernels::LayerTables<float>>(layers.size());
   }
 
-  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, double cutoff_sigmas) {
-    std::size_t spot_count = 0;
-    for (const HostLayerTables& L : layers) spot_count += L.spots->size();
-    DeviceSpot* spots = upload_staging_.take<DeviceSpot>(spot_count);
+  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, std::size_t first_layer,
+                    double cutoff_sigmas) {
+    const std::size_t spot_begin = layers.empty() ? 0 : staged_[first_layer].spot_begin;
+    const std::size_t spot_end = layers.empty() ? 0 : staged_[first_layer + layers.size() - 1].spot_end;
+    const std::size_t spot_count = spot_end - spot_begin;
     double* sigma_px = upload_staging_.take<double>(2 * layers.size());
-    std::size_t n = 0;
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const kernels::LayerScalars& t = layers[l].scalars;
       sigma_px[2 * l] = t.spread_sigma_x_iso_mm / g.pitch_x_mm;
       sigma_px[2 * l + 1] = t.spread_sigma_y_iso_mm / g.pitch_y_mm;
-      for (const SpotProtons& sp : *layers[l].spots)
-        spots[n++] = {(sp.x_iso_mm - g.x0_mm) / g.pitch_x_mm, (sp.y_iso_mm - g.y0_mm) / g.pitch_y_mm, sp.protons,
-                      static_cast<int>(l)};
     }
-    upload(spots_, spots, spot_count, stream_);
     upload(spread_sigma_, sigma_px, 2 * layers.size(), stream_);
     zero(fluence_, layers.size() * g.plane(), stream_);
     if (spot_count > 0) {
@@ -840,8 +930,9 @@ class GpuBeamExecutor final : public BeamExecutor {
                                            static_cast<int>(bytes)));
         spread_shared_bytes_ = bytes;
       }
-      spread_kernel<<<static_cast<unsigned>(spot_count), 128, bytes, stream_>>>(spots_.get(), spread_sigma_.get(),
-                                                                         cutoff_sigmas, g.cols, g.rows, fluence_.get());
+      spread_kernel<<<static_cast<unsigned>(spot_count), 128, bytes, stream_>>>(
+          spots_.get() + spot_begin, static_cast<int>(first_layer), spread_sigma_.get(), cutoff_sigmas, g.cols, g.rows,
+          fluence_.get());
       PD_CUDA_CHECK_LAUNCH("spread_kernel");
     }
   }
@@ -860,66 +951,45 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
 
-  /// Packs every layer's tables into two arrays of upload_staging_, the CIDD curves
-  /// in double and the tables layer_ray<float> interpolates in float, uploads
-  /// each with one copy, and builds the device LayerTables with pointers into them.
-  void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t plane) {
-    struct TableOffsets {
-      std::size_t depth, idd, cidd, idd_slope;                                // in the double pack
-      std::size_t energy, scattering, halo_weight, halo_sigma, air_x, air_y;  // in the float pack
-    };
-    std::vector<TableOffsets> offsets;
-    std::size_t doubles = 0, floats = 0;
-    const auto place = [](std::size_t& size, const std::vector<double>& v) {
-      const std::size_t at = size;
-      size += v.size();
-      return at;
-    };
-    for (const HostLayerTables& h : layers)
-      offsets.push_back({place(doubles, *h.curve_depth_mm), place(doubles, *h.curve_idd), place(doubles, *h.curve_cidd),
-                         place(doubles, *h.curve_idd_slope), place(floats, *h.energy_mev),
-                         place(floats, *h.scattering_factor), place(floats, *h.halo_weight),
-                         place(floats, *h.halo_sigma_mm), place(floats, *h.air_sigma_x_mm),
-                         place(floats, *h.air_sigma_y_mm)});
-    double* pack = upload_staging_.take<double>(doubles);
-    float* float_pack = upload_staging_.take<float>(floats);
+  /// The group's device LayerTables: pointers into the staged curves and
+  /// WEPL tables (stage_beam_layers), and into its in-air σ, packed and
+  /// uploaded here (they depend on the group's slices).
+  void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t first_layer, std::size_t plane) {
+    std::size_t floats = 0;
+    std::vector<std::size_t> air_x(layers.size()), air_y(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      const HostLayerTables& h = layers[i];
-      const TableOffsets& o = offsets[i];
-      std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), pack + o.depth);
-      std::copy(h.curve_idd->begin(), h.curve_idd->end(), pack + o.idd);
-      std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), pack + o.cidd);
-      std::copy(h.curve_idd_slope->begin(), h.curve_idd_slope->end(), pack + o.idd_slope);
-      std::copy(h.energy_mev->begin(), h.energy_mev->end(), float_pack + o.energy);  // double → float
-      std::copy(h.scattering_factor->begin(), h.scattering_factor->end(), float_pack + o.scattering);
-      std::copy(h.halo_weight->begin(), h.halo_weight->end(), float_pack + o.halo_weight);
-      std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), float_pack + o.halo_sigma);
-      std::copy(h.air_sigma_x_mm->begin(), h.air_sigma_x_mm->end(), float_pack + o.air_x);
-      std::copy(h.air_sigma_y_mm->begin(), h.air_sigma_y_mm->end(), float_pack + o.air_y);
+      air_x[i] = floats;
+      floats += layers[i].air_sigma_x_mm->size();
+      air_y[i] = floats;
+      floats += layers[i].air_sigma_y_mm->size();
     }
-    upload(layer_pack_, pack, doubles, stream_);
-    upload(layer_float_pack_, float_pack, floats, stream_);
+    float* air_pack = upload_staging_.take<float>(floats);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      std::copy(layers[i].air_sigma_x_mm->begin(), layers[i].air_sigma_x_mm->end(), air_pack + air_x[i]);  // double → float
+      std::copy(layers[i].air_sigma_y_mm->begin(), layers[i].air_sigma_y_mm->end(), air_pack + air_y[i]);
+    }
+    upload(air_sigma_pack_, air_pack, floats, stream_);
     const double* base = layer_pack_.get();
     const float* float_base = layer_float_pack_.get();
+    const float* air_base = air_sigma_pack_.get();
     kernels::LayerTables<float>* tables = upload_staging_.take<kernels::LayerTables<float>>(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      const HostLayerTables& h = layers[i];
-      const TableOffsets& o = offsets[i];
+      const StagedLayer& o = staged_[first_layer + i];
       kernels::LayerTables<float> t{};
-      static_cast<kernels::LayerScalars&>(t) = h.scalars;
+      static_cast<kernels::LayerScalars&>(t) = layers[i].scalars;
       t.fluence = fluence_.get() + i * plane;
       t.curve_depth_mm = base + o.depth;
       t.curve_idd = base + o.idd;
       t.curve_cidd = base + o.cidd;
       t.curve_idd_slope = base + o.idd_slope;
-      t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+      t.curve_nodes = o.curve_nodes;
       t.energy_mev = float_base + o.energy;
       t.scattering_factor = float_base + o.scattering;
-      t.halo_weight = h.halo_weight->empty() ? nullptr : float_base + o.halo_weight;
-      t.halo_sigma_mm = h.halo_sigma_mm->empty() ? nullptr : float_base + o.halo_sigma;
-      t.wepl_nodes = static_cast<int>(h.energy_mev->size());
-      t.air_sigma_x_mm = float_base + o.air_x;
-      t.air_sigma_y_mm = float_base + o.air_y;
+      t.halo_weight = o.has_halo ? float_base + o.halo_weight : nullptr;
+      t.halo_sigma_mm = o.has_halo ? float_base + o.halo_sigma : nullptr;
+      t.wepl_nodes = o.wepl_nodes;
+      t.air_sigma_x_mm = air_base + air_x[i];
+      t.air_sigma_y_mm = air_base + air_y[i];
       tables[i] = t;
     }
     upload(device_layers_, tables, layers.size(), stream_);
@@ -950,9 +1020,12 @@ class GpuBeamExecutor final : public BeamExecutor {
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
+  PinnedStaging beam_staging_;    ///< stage_beam_layers' uploads
+  std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
+  std::array<double, 4> staged_lateral_{};  ///< x0, y0, pitch x, pitch y of the staged spots' grid
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
-  DeviceBuffer<float> layer_float_pack_;
+  DeviceBuffer<float> layer_float_pack_, air_sigma_pack_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
   DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
@@ -971,6 +1044,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<float> halo_stack_out_;  ///< the halo's superposition output (run_halo)
   DeviceBuffer<StackLayer> halo_stack_layers_;
   DeviceBuffer<kernels::LayerTables<float>> device_layers_;
+  // Last, so that it joins first on destruction: the plan dose's host volume
+  // (start_plan_host_volume), on a thread kept for the executor's lifetime.
+  TaskThread plan_host_thread_;
 };
 
 }  // namespace
