@@ -419,22 +419,27 @@ struct NoPixelObserver {
 /// double, so the energy balance does not depend on it.
 /// `observe(k, image, σx, σy)` sees every pixel the ray computes (slice k of
 /// the layer, the values as stored); the pixels it clears are zeros.
-template <class Real, class PixelObserver = NoPixelObserver>
+/// Index: the type of the trace and stack indices. The GPU passes a 32-bit
+/// one where every index of the trace and the stack fits (the caller's
+/// check): each of the step's five stores and three loads then takes one
+/// 32-bit multiply-add for its address instead of a 64-bit shift and add
+/// (~25 of the step's ~280 instructions, SASS of the water cube's kernel).
+template <class Real, class PixelObserver = NoPixelObserver, class Index = std::size_t>
 PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, int col, int row,
                               int* overshoot_px, float* max_halo_variance_mm2,
                               const PixelObserver& observe = PixelObserver{}) {
   const BevGeometry& g = s.grid;
-  const std::size_t plane = g.plane();
-  const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
+  const Index plane = static_cast<Index>(g.plane());
+  const Index ray = static_cast<Index>(row) * static_cast<Index>(g.cols) + static_cast<Index>(col);
   // In registers: read through L, the compiler reloads them after every store
   // to the stack (it cannot rule out aliasing), ~10 % of the kernel's stall
   // samples in the loop past the cut-off (ncu, H100).
   const int slices = L.slices;
-  const std::size_t stack_offset = L.stack_offset;
+  const Index stack_offset = static_cast<Index>(L.stack_offset);
   // Every stack pixel of this (layer, ray) is written, zeros included, so the
   // stack needs no clearing pass.
   const auto clear = [&](int k) {
-    const std::size_t i = (stack_offset + static_cast<std::size_t>(k)) * plane + ray;
+    const Index i = (stack_offset + static_cast<Index>(k)) * plane + ray;
     s.image[i] = 0.0f;
     s.sigma_x_px[i] = 0.0f;
     s.sigma_y_px[i] = 0.0f;
@@ -490,8 +495,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // ahead, and each face's WEPL is read once: a step's far face is the next
   // step's near face (both read wepl_far_mm of the same slice, and a far face
   // past the cut-off ends the loop), so each face's CIDD is evaluated once too.
-  std::size_t idx = static_cast<std::size_t>(s.trace_first_slice) * plane + ray;  // trace index of slice k
-  std::size_t sidx = stack_offset * plane + ray;                                  // stack index of slice k
+  Index idx = static_cast<Index>(s.trace_first_slice) * plane + ray;  // trace index of slice k
+  Index sidx = stack_offset * plane + ray;                            // stack index of slice k
   float w_near_mm = s.trace_first_slice == 0 ? 0.0f : s.wepl_far_mm[idx - plane];
   double cidd_near = cidd_at(static_cast<double>(w_near_mm) + wet);
   float next_w_far_mm = 0.0f, next_rho = 0.0f, next_rho_over_x = 0.0f;

@@ -336,3 +336,43 @@ TEST(BeamKernels, LayerRayOvershootIsThatOfItsWidestPixels) {
   expect_overshoot_of_the_widest_pixel<double>(curve);
   expect_overshoot_of_the_widest_pixel<float>(curve);
 }
+
+// The GPU's layer kernel runs layer_ray with 32-bit trace and stack indices
+// where they fit; the same ray with 64-bit ones must write the same pixels,
+// bitwise, with the trace and the layer's stack slices offset (both indices
+// then differ from the slice number).
+TEST(BeamKernels, LayerRayWith32BitIndicesEqualsTheSizeTOneBitwise) {
+  const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  const protondose::physics::CumulativeDepthDose curve = machine.depth_dose(150.0);
+  SyntheticLayer<float> wide(curve), narrow(curve);
+  for (SyntheticLayer<float>* layer : {&wide, &narrow}) {
+    layer->s.trace_first_slice = 2;
+    layer->L.slices = 50;
+    layer->L.stack_offset = 7;
+  }
+  const k::BevGeometry& g = wide.g;
+  for (int row = 0; row < g.rows; ++row)
+    for (int col = 0; col < g.cols; ++col) {
+      int overshoot_wide = INT_MIN, overshoot_narrow = INT_MIN;
+      float halo_wide = 0, halo_narrow = 0;
+      const double e_wide = k::layer_ray<float, k::NoPixelObserver, std::size_t>(wide.s, wide.L, col, row,
+                                                                                 &overshoot_wide, &halo_wide);
+      const double e_narrow = k::layer_ray<float, k::NoPixelObserver, unsigned>(narrow.s, narrow.L, col, row,
+                                                                                &overshoot_narrow, &halo_narrow);
+      ASSERT_EQ(e_wide, e_narrow) << "ray (" << col << ", " << row << ")";
+      ASSERT_EQ(overshoot_wide, overshoot_narrow);
+    }
+  std::size_t written = 0;
+  for (std::size_t i = 0; i < wide.image.size(); ++i) {
+    ASSERT_EQ(wide.image[i], narrow.image[i]) << "pixel " << i;
+    ASSERT_EQ(wide.sigma_x[i], narrow.sigma_x[i]) << "pixel " << i;
+    ASSERT_EQ(wide.sigma_y[i], narrow.sigma_y[i]) << "pixel " << i;
+    if (wide.image[i] > 0) ++written;
+  }
+  // Slices 7 … 56 of the stack hold the layer; the rest stay untouched (−1).
+  const std::size_t plane = g.plane();
+  EXPECT_GT(written, 40 * (plane - 7));
+  EXPECT_EQ(wide.image[6 * plane], -1.0f);
+  EXPECT_EQ(wide.image[57 * plane], -1.0f);
+  EXPECT_NE(wide.image[7 * plane], -1.0f);
+}

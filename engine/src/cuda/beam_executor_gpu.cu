@@ -217,6 +217,9 @@ __global__ void reset_slice_summary_kernel(unsigned long long* summary, std::siz
 // (≤ 64 registers) spilled 92 bytes and ran 2,130–2,158 µs against 2,086–2,101
 // here (768 M warp instructions against 811 M; ncu, water cube, H100); before
 // the walk, 4 blocks had won (the float version then spilled at 5 blocks).
+// Index: std::size_t, or unsigned where every trace and stack index fits
+// (layer_images' check; kernels::layer_ray says what it saves).
+template <class Index>
 __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
                              std::size_t stack_slices) {
@@ -238,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   float halo_variance_max = 0;
   if (ray < s.grid.plane()) {
     const int col = static_cast<int>(ray % s.grid.cols), row = static_cast<int>(ray / s.grid.cols);
-    energy = kernels::layer_ray(s, L, col, row, &overshoot, &halo_variance_max,
-                                SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset});
+    energy = kernels::layer_ray<float, SliceSummaryWriter, Index>(
+        s, L, col, row, &overshoot, &halo_variance_max, SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset});
   }
   if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
   // Largest halo variance under a non-zero halo share (sizes the coarse grid's pad).
@@ -485,6 +488,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
+    trace_pixels_ = pixels;
     trace_rsp_.reserve(pixels);
     trace_density_.reserve(pixels);
     wepl_far_.reserve(pixels);
@@ -571,8 +575,15 @@ class GpuBeamExecutor final : public BeamExecutor {
       reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices);
       PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel");
     }
-    layer_kernel<<<dim3(static_cast<unsigned>(layers.size()), blocks_for(g.plane())), kThreads, 0, stream_>>>(
-        s, device_layers_.get(), &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices);
+    const dim3 layer_grid(static_cast<unsigned>(layers.size()), blocks_for(g.plane()));
+    if (n <= UINT32_MAX && trace_pixels_ <= UINT32_MAX)
+      layer_kernel<unsigned><<<layer_grid, kThreads, 0, stream_>>>(s, device_layers_.get(), &d->energy, &d->overshoot,
+                                                                   &d->max_variance_bits, slice_summary_.get(),
+                                                                   stack_slices);
+    else
+      layer_kernel<std::size_t><<<layer_grid, kThreads, 0, stream_>>>(s, device_layers_.get(), &d->energy,
+                                                                      &d->overshoot, &d->max_variance_bits,
+                                                                      slice_summary_.get(), stack_slices);
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     start_plan_host_volume();
     copy_to_host(&sums, sums_.get(), sizeof sums);
@@ -1021,6 +1032,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
   PinnedStaging beam_staging_;    ///< stage_beam_layers' uploads
+  std::size_t trace_pixels_ = 0;  ///< the last trace's (start_trace)
   std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
   std::array<double, 4> staged_lateral_{};  ///< x0, y0, pitch x, pitch y of the staged spots' grid
   DeviceBuffer<float> plan_, beam_;
