@@ -106,10 +106,11 @@ class BeamExecutor {
   /// While the trace runs: every layer of the beam (layers[i].beam_layer == i)
   /// with what does not depend on the cropping — its spots, on the lateral
   /// grid of `full` (which the cropped grid keeps), its depth-dose curve and
-  /// its WEPL tables. The GPU executor packs and uploads them here, so that
-  /// layer_images, after the trace, has only the per-slice tables left (the
-  /// water cube: ~0.2 ms of host packing with the GPU idle, H200 host). The
-  /// CPU executor reads the host tables in layer_images and does nothing here.
+  /// its WEPL tables. The GPU executor packs them on a thread of its own
+  /// (~0.2 ms for the water cube, H200 host, which the GPU otherwise spent
+  /// idle after the trace) and uploads them in the first layer_images; the
+  /// tables must live until the computation ends. The CPU executor reads the
+  /// host tables in layer_images and does nothing here.
   /// The tables handed to layer_images name their layer by beam_layer.
   virtual void stage_beam_layers(const kernels::BevGeometry& full, const std::vector<HostLayerTables>& layers) {
     (void)full;
