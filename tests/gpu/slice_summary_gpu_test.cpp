@@ -20,6 +20,7 @@
 namespace protondose {
 namespace {
 
+using testing::make_slice_uniform;
 using testing::Stack;
 
 unsigned bits_of(float v) {
@@ -56,17 +57,6 @@ std::vector<unsigned long long> summarise(const Stack& st) {
     }
   }
   return f;
-}
-
-/// Slice s: one σ pair on its non-zero pixels, other σ on its zero pixels.
-void make_slice_uniform(Stack& st, int s, float sigma_x, float sigma_y) {
-  for (int y = 0; y < st.shape.rows; ++y)
-    for (int x = 0; x < st.shape.cols; ++x) {
-      const std::size_t i = st.index(s, y, x);
-      const bool zero = st.image[i] == 0.0f;
-      st.sigma_x[i] = zero ? 0.1f * (x % 7) : sigma_x;
-      st.sigma_y[i] = zero ? 0.2f * (y % 5) : sigma_y;
-    }
 }
 
 /// Slice s: image 0 everywhere, σ varying.

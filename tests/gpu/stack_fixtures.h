@@ -49,6 +49,18 @@ inline Stack random_stack(const std::string& name, unsigned seed, int slices, in
 }
 
 /// Max |a − b| over all pixels, and max |b| (the reference's maximum).
+/// Slice s of the stack gets one σ pair on its non-zero pixels; the zero
+/// pixels get other, varying σ (they carry no dose, so the slice stays uniform).
+inline void make_slice_uniform(Stack& st, int s, float sigma_x, float sigma_y) {
+  for (int y = 0; y < st.shape.rows; ++y)
+    for (int x = 0; x < st.shape.cols; ++x) {
+      const std::size_t i = st.index(s, y, x);
+      const bool zero = st.image[i] == 0.0f;
+      st.sigma_x[i] = zero ? 0.1f * (x % 7) : sigma_x;
+      st.sigma_y[i] = zero ? 0.2f * (y % 5) : sigma_y;
+    }
+}
+
 struct Difference {
   double max_abs = 0.0;
   double reference_max = 0.0;

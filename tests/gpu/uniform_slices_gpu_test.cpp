@@ -16,6 +16,7 @@
 namespace protondose {
 namespace {
 
+using testing::make_slice_uniform;
 using testing::Stack;
 
 constexpr double kTolerance = 1e-5;  // of max(O), as for every GPU method
@@ -53,18 +54,6 @@ DeviceRun run_on_device(SuperpositionMethod method, const Stack& st, const Super
   }
   DeviceSuperposer::free_device(d);
   return run;
-}
-
-/// Slice s of the stack gets one σ pair on its non-zero pixels; the zero
-/// pixels get other, varying σ (they carry no dose, so the slice stays uniform).
-void make_slice_uniform(Stack& st, int s, float sigma_x, float sigma_y) {
-  for (int y = 0; y < st.shape.rows; ++y)
-    for (int x = 0; x < st.shape.cols; ++x) {
-      const std::size_t i = st.index(s, y, x);
-      const bool zero = st.image[i] == 0.0f;
-      st.sigma_x[i] = zero ? 0.1f * (x % 7) : sigma_x;
-      st.sigma_y[i] = zero ? 0.2f * (y % 5) : sigma_y;
-    }
 }
 
 class UniformSlices : public ::testing::TestWithParam<SuperpositionMethod> {
