@@ -9,10 +9,12 @@
 
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "beam_kernels.h"
+#include "protondose/core/error.h"
 #include "protondose/core/grid.h"
 #include "protondose/engine/dose_engine.h"
 #include "protondose/engine/spot_fluence.h"
@@ -81,6 +83,41 @@ inline kernels::LayerStackArgs bind_stack(kernels::LayerStackArgs s, const Stack
   s.halo_image = a.halo_image;
   s.halo_variance_mm2 = a.halo_variance_mm2;
   return s;
+}
+
+/// The first beam layer of a group of layer tables whose layers an executor
+/// staged (stage_beam_layers: `staged_layers` of them, beam_layer 0 …
+/// staged_layers − 1): the group's beam_layer must run consecutively inside
+/// the staging. Staged as a whole beam, the layers themselves are a group
+/// from 0. InternalError otherwise (a driver's mistake, not bad input).
+inline std::size_t staged_group_first_layer(const std::vector<HostLayerTables>& group, std::size_t staged_layers) {
+  if (group.empty()) return 0;
+  const long long first = group.front().beam_layer;
+  for (std::size_t l = 0; l < group.size(); ++l) {
+    const long long expected = first + static_cast<long long>(l);
+    if (first < 0 || group[l].beam_layer != expected || expected >= static_cast<long long>(staged_layers))
+      throw InternalError("layer group: table " + std::to_string(l) + " names beam layer " +
+                          std::to_string(group[l].beam_layer) + "; expected " + std::to_string(expected) +
+                          " of the " + std::to_string(staged_layers) + " staged layers (0 to " +
+                          std::to_string(static_cast<long long>(staged_layers) - 1) + ")");
+  }
+  return static_cast<std::size_t>(first);
+}
+
+/// The staged spots are in pixel units of the grid they were staged on; a
+/// group's grid must lay its rays out the same (the cropped grid keeps the
+/// full grid's x0, y0 and pitches). InternalError otherwise.
+inline void check_staged_lateral_layout(const kernels::BevGeometry& staged, const kernels::BevGeometry& group) {
+  if (staged.x0_mm == group.x0_mm && staged.y0_mm == group.y0_mm && staged.pitch_x_mm == group.pitch_x_mm &&
+      staged.pitch_y_mm == group.pitch_y_mm)
+    return;
+  std::ostringstream m;
+  m.precision(17);
+  m << "layer group: the grid's lateral layout (x0 " << group.x0_mm << " mm, y0 " << group.y0_mm << " mm, pitch "
+    << group.pitch_x_mm << " x " << group.pitch_y_mm << " mm) differs from that of the staged spots (x0 "
+    << staged.x0_mm << " mm, y0 " << staged.y0_mm << " mm, pitch " << staged.pitch_x_mm << " x " << staged.pitch_y_mm
+    << " mm)";
+  throw InternalError(m.str());
 }
 
 struct PlanDoseSummary {

@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -559,7 +558,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The previous stage synchronised the stream: its copies are done.
     upload_staging_.begin(staging_bytes(layers));
     upload_staged_layers();
-    const std::size_t first_layer = staged_group_start(g, layers);
+    const std::size_t first_layer = staged_group_first_layer(layers, staged_.size());
+    check_staged_lateral_layout(staged_grid_, g);
     spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas);
     upload_layer_tables(layers, first_layer, g.plane());
     const kernels::LayerStackArgs s =
@@ -851,10 +851,10 @@ class GpuBeamExecutor final : public BeamExecutor {
       size += v.size();
       return at;
     };
+    staged_group_first_layer(layers, layers.size());  // the beam's layers in order, from 0
     staged_.assign(layers.size(), StagedLayer{});
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const HostLayerTables& h = layers[i];
-      if (h.beam_layer != static_cast<int>(i)) throw InternalError("stage_beam_layers: layers out of beam order");
       StagedLayer& o = staged_[i];
       o.spot_begin = spot_count;
       spot_count += h.spots->size();
@@ -903,7 +903,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       }
       return packs;
     });
-    staged_lateral_ = {full.x0_mm, full.y0_mm, full.pitch_x_mm, full.pitch_y_mm};
+    staged_grid_ = full;
   }
 
   /// Where stage_beam_layers packs: pinned host arrays of beam_staging_.
@@ -924,19 +924,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload(spots_, packs.spots, packs.spot_count, stream_);
     upload(layer_pack_, packs.doubles, packs.double_count, stream_);
     upload(layer_float_pack_, packs.floats, packs.float_count, stream_);
-  }
-
-  /// The staged layers of a group (consecutive beam layers): the first one's
-  /// beam index, checked against the staging.
-  std::size_t staged_group_start(const BevGeometry& g, const std::vector<HostLayerTables>& layers) const {
-    const std::size_t first = layers.empty() ? 0 : static_cast<std::size_t>(layers.front().beam_layer);
-    for (std::size_t l = 0; l < layers.size(); ++l)
-      if (layers[l].beam_layer < 0 || static_cast<std::size_t>(layers[l].beam_layer) != first + l ||
-          first + l >= staged_.size())
-        throw InternalError("layer_images: a layer group that stage_beam_layers did not stage");
-    if (std::array<double, 4>{g.x0_mm, g.y0_mm, g.pitch_x_mm, g.pitch_y_mm} != staged_lateral_)
-      throw InternalError("layer_images: the grid's lateral layout differs from the staged spots'");
-    return first;
   }
 
   /// What layer_images packs into upload_staging_: the spreading σ, the in-air σ and the tables.
@@ -1066,7 +1053,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   PinnedStaging beam_staging_;    ///< stage_beam_layers' uploads
   std::size_t trace_pixels_ = 0;  ///< the last trace's (start_trace)
   std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
-  std::array<double, 4> staged_lateral_{};  ///< x0, y0, pitch x, pitch y of the staged spots' grid
+  BevGeometry staged_grid_{};  ///< the grid the staged spots' pixel units refer to
   std::future<StagedPacks> staged_packing_;  ///< stage_beam_layers' packing, until upload_staged_layers
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;

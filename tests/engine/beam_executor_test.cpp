@@ -1,0 +1,67 @@
+// The invariants the GPU executor checks between stage_beam_layers and
+// layer_images (host functions of beam_executor.h, so that they are tested
+// where CI runs: without a GPU).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "beam_executor.h"
+#include "expect_error.h"
+
+namespace pe = protondose::engine;
+using protondose::InternalError;
+using protondose::testing::message_of;
+
+namespace {
+
+std::vector<pe::HostLayerTables> group_of(std::vector<int> beam_layers) {
+  std::vector<pe::HostLayerTables> group(beam_layers.size());
+  for (std::size_t i = 0; i < group.size(); ++i) group[i].beam_layer = beam_layers[i];
+  return group;
+}
+
+}  // namespace
+
+TEST(StagedLayers, AGroupOfConsecutiveStagedLayersStartsAtItsFirst) {
+  EXPECT_EQ(pe::staged_group_first_layer(group_of({0, 1, 2, 3}), 4), 0u);  // a whole beam
+  EXPECT_EQ(pe::staged_group_first_layer(group_of({2, 3}), 5), 2u);
+  EXPECT_EQ(pe::staged_group_first_layer(group_of({4}), 5), 4u);
+  EXPECT_EQ(pe::staged_group_first_layer({}, 0), 0u);
+}
+
+TEST(StagedLayers, AGroupOutOfOrderUnstagedOrPastTheStagingIsAnInternalError) {
+  std::string m = message_of<InternalError>([] { pe::staged_group_first_layer(group_of({1, 3}), 5); });
+  EXPECT_NE(m.find("table 1 names beam layer 3; expected 2 of the 5 staged layers (0 to 4)"), std::string::npos) << m;
+  m = message_of<InternalError>([] { pe::staged_group_first_layer(group_of({-1, 0}), 5); });
+  EXPECT_NE(m.find("table 0 names beam layer -1"), std::string::npos) << m;
+  m = message_of<InternalError>([] { pe::staged_group_first_layer(group_of({3, 4, 5}), 5); });
+  EXPECT_NE(m.find("table 2 names beam layer 5; expected 5 of the 5 staged layers"), std::string::npos) << m;
+  // A whole beam staged out of order: its first table is not layer 0.
+  m = message_of<InternalError>([] { pe::staged_group_first_layer(group_of({1, 0}), 2); });
+  EXPECT_NE(m.find("table 1 names beam layer 0; expected 2 of the 2 staged layers"), std::string::npos) << m;
+}
+
+TEST(StagedLayers, TheGroupsGridMustKeepTheStagedLateralLayout) {
+  pe::kernels::BevGeometry staged{};
+  staged.x0_mm = -60.5;
+  staged.y0_mm = -48.25;
+  staged.pitch_x_mm = 1.0;
+  staged.pitch_y_mm = 2.0;
+  staged.slices = 300;
+  pe::kernels::BevGeometry cropped = staged;
+  cropped.slices = 120;  // cropping in depth keeps the rays
+  cropped.depth0_mm = 31.5;
+  EXPECT_NO_THROW(pe::check_staged_lateral_layout(staged, cropped));
+  pe::kernels::BevGeometry widened = staged;
+  widened.x0_mm = -64.5;  // a widened retry's grid, checked against the old staging
+  const std::string m = message_of<InternalError>([&] { pe::check_staged_lateral_layout(staged, widened); });
+  EXPECT_NE(m.find("lateral layout (x0 -64.5 mm, y0 -48.25 mm, pitch 1 x 2 mm) differs from that of the staged "
+                   "spots (x0 -60.5 mm"),
+            std::string::npos)
+      << m;
+  pe::kernels::BevGeometry repitched = staged;
+  repitched.pitch_y_mm = 2.5;
+  EXPECT_NE(message_of<InternalError>([&] { pe::check_staged_lateral_layout(staged, repitched); }).find("pitch 1 x 2.5"),
+            std::string::npos);
+}
