@@ -793,6 +793,12 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         args.grid = geometry;
         args.trace_first_slice = first;
         args.dose_to_water = to_water;
+        // The halo grid's nominal factor (coarse pixel width in rays), known
+        // before the layer images: the GPU's layer kernel sums the halo over
+        // column groups that tile it.
+        const int halo_nominal_factor =
+            std::max(1, static_cast<int>(std::lround(options_.effective_halo_pitch_mm() / grid.pitch_x_mm)));
+        args.halo_column_bin = options_.nuclear_halo ? kernels::halo_column_bin(halo_nominal_factor) : 1;
         args.cutoff_sigmas = static_cast<float>(options_.cutoff_sigmas);
         args.spot_cutoff_sigmas = options_.cutoff_sigmas;
         const LayerImagesSummary images = exec.layer_images(args, stack_slices, tables, options_.nuclear_halo);
@@ -828,7 +834,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           const double widest_halo_mm = std::sqrt(images.max_halo_variance_mm2);
           const int f_tile = static_cast<int>(std::ceil(options_.cutoff_sigmas * widest_halo_mm /
                                                         (kMaxTileRadiusPx * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min)));
-          const int f = std::max({1, static_cast<int>(std::lround(options_.effective_halo_pitch_mm() / grid.pitch_x_mm)), f_tile});
+          const int f = kernels::halo_factor(halo_nominal_factor, f_tile, args.halo_column_bin);
           const int pad = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
                                                      (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
           BevGrid hg = grid;
@@ -838,9 +844,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           hg.rows = (grid.rows + f - 1) / f + 2 * pad;
           hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
           hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
-          const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows};
-          spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}), {} stack slices, widest halo sigma {:.1f} mm", label,
-                        hg.cols, hg.rows, hg.pitch_x_mm, pad, stack_slices, std::sqrt(images.max_halo_variance_mm2));
+          const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows, args.halo_column_bin};
+          spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}, {} rays per column sum), {} stack slices, widest halo sigma {:.1f} mm", label,
+                        hg.cols, hg.rows, hg.pitch_x_mm, pad, args.halo_column_bin, stack_slices, std::sqrt(images.max_halo_variance_mm2));
           const auto t_halo = Clock::now();
           exec.start_halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
           halo_call_s = seconds_since(t_halo);

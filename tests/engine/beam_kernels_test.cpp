@@ -376,3 +376,206 @@ TEST(BeamKernels, LayerRayWith32BitIndicesEqualsTheSizeTOneBitwise) {
   EXPECT_EQ(wide.image[57 * plane], -1.0f);
   EXPECT_NE(wide.image[7 * plane], -1.0f);
 }
+
+// The GPU's layer kernel sums the halo over groups of b columns (b divides the
+// halo grid's nominal factor), so the factor must stay a multiple of b
+// whatever the radius rule asks.
+TEST(BeamKernels, HaloColumnBinTilesTheNominalFactorAndTheFactorIsAMultipleOfIt) {
+  const int expected_bin[][2] = {{1, 1}, {2, 2}, {3, 1}, {4, 4}, {5, 1}, {6, 2}, {8, 8}, {12, 4}, {16, 8}, {24, 8}};
+  for (const auto& c : expected_bin) EXPECT_EQ(k::halo_column_bin(c[0]), c[1]) << "nominal factor " << c[0];
+  EXPECT_EQ(k::halo_factor(8, 5, 8), 8);   // the water cube: 8 mm halo pixels over 1 mm rays
+  EXPECT_EQ(k::halo_factor(8, 9, 8), 16);  // the radius rule, rounded up to whole column sums
+  EXPECT_EQ(k::halo_factor(3, 5, 1), 5);
+  EXPECT_EQ(k::halo_factor(4, 6, 4), 8);
+  for (int nominal = 1; nominal <= 40; ++nominal)
+    for (int radius = 0; radius <= 40; ++radius) {
+      const int b = k::halo_column_bin(nominal);
+      const int f = k::halo_factor(nominal, radius, b);
+      ASSERT_EQ(nominal % b, 0);
+      ASSERT_EQ(f % b, 0) << nominal << ", " << radius;
+      ASSERT_GE(f, std::max(nominal, radius));
+      ASSERT_LT(f, std::max(nominal, radius) + b);
+    }
+}
+
+// halo_bin_pixel_from_column_bins (the GPU's binning) against halo_bin_pixel
+// (the CPU's) on random shares — zeros and negative ones among them, which
+// both leave out — for every column bin, factors of 1–3 bins, rows whose
+// width is not a multiple of the bin, and padded grids.
+TEST(BeamKernels, HaloBinFromColumnSumsEqualsThePixelBinning) {
+  std::mt19937 rng(5u);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int compared = 0, non_zero = 0;
+  for (int fine_cols : {13, 16, 37})
+    for (int b : {1, 2, 4, 8})
+      for (int multiple : {1, 2, 3})
+        for (int pad : {0, 2}) {
+          const int fine_rows = 11, f = b * multiple;
+          std::vector<float> share(static_cast<std::size_t>(fine_cols) * fine_rows), variance(share.size());
+          for (std::size_t i = 0; i < share.size(); ++i) {
+            const float u = unit(rng);
+            share[i] = u < 0.3f ? 0.0f : (u < 0.35f ? -u : 10.0f * u);
+            variance[i] = 10.0f + 2500.0f * unit(rng);
+          }
+          // Column sums as ColumnBinnedHaloStore forms them (shares ≤ 0 left out).
+          const int bins_per_row = (fine_cols + b - 1) / b;
+          std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
+          for (int r = 0; r < fine_rows; ++r)
+            for (int c = 0; c < fine_cols; ++c) {
+              const std::size_t p = static_cast<std::size_t>(r) * fine_cols + c;
+              if (share[p] <= 0) continue;
+              const std::size_t q = static_cast<std::size_t>(r) * bins_per_row + c / b;
+              sum[q] += share[p];
+              weighted[q] += static_cast<double>(share[p]) * variance[p];
+            }
+          const k::HaloBinning h{f, pad, fine_cols, fine_rows, (fine_cols + f - 1) / f + 2 * pad,
+                                 (fine_rows + f - 1) / f + 2 * pad, b};
+          for (int cr = 0; cr < h.rows; ++cr)
+            for (int cc = 0; cc < h.cols; ++cc) {
+              float image, sx, sy, image_bins, sx_bins, sy_bins;
+              k::halo_bin_pixel(h, share.data(), variance.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
+              k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 6.0,
+                                                 &image_bins, &sx_bins, &sy_bins);
+              const auto where = [&] {
+                return "cols " + std::to_string(fine_cols) + ", bin " + std::to_string(b) + ", f " +
+                       std::to_string(f) + ", pad " + std::to_string(pad) + ", coarse (" + std::to_string(cr) +
+                       ", " + std::to_string(cc) + ")";
+              };
+              ASSERT_NEAR(image_bins, image, 2e-6 * std::abs(image)) << where();
+              ASSERT_NEAR(sx_bins, sx, 2e-6 * std::abs(sx)) << where();
+              ASSERT_NEAR(sy_bins, sy, 2e-6 * std::abs(sy)) << where();
+              ++compared;
+              if (image > 0) ++non_zero;
+            }
+        }
+  EXPECT_GT(non_zero, compared / 3);  // the pad holds a third or so of the coarse pixels
+}
+
+// Where every share has the same variance (water, a parallel beam), the
+// coarse pixels' σ must be bitwise that of the pixel binning, or the halo
+// slice stops being uniform and loses its separable passes.
+TEST(BeamKernels, HaloBinFromColumnSumsKeepsAUniformVarianceBitwise) {
+  std::mt19937 rng(9u);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int compared = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int fine_cols = 37, fine_rows = 19, b = 8, f = 8, pad = 1;
+    const float v = 10.0f + 2500.0f * unit(rng);
+    std::vector<float> share(static_cast<std::size_t>(fine_cols) * fine_rows), variance(share.size(), v);
+    for (float& s : share) s = unit(rng) < 0.1f ? 0.0f : std::exp(-12.0f * unit(rng));  // shares over 5 decades
+    const int bins_per_row = (fine_cols + b - 1) / b;
+    std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
+    // The warp's tree order: pairs, then pairs of pairs.
+    for (int r = 0; r < fine_rows; ++r)
+      for (int j = 0; j < bins_per_row; ++j) {
+        double lane_v[8], lane_w[8];
+        for (int l = 0; l < 8; ++l) {
+          const int c = j * b + l;
+          const float s = c < fine_cols ? share[static_cast<std::size_t>(r) * fine_cols + c] : 0.0f;
+          lane_v[l] = s <= 0 ? 0.0 : s;
+          lane_w[l] = lane_v[l] * v;
+        }
+        for (int offset = 4; offset > 0; offset /= 2)
+          for (int l = 0; l < offset; ++l) {
+            lane_v[l] += lane_v[l + offset];
+            lane_w[l] += lane_w[l + offset];
+          }
+        sum[static_cast<std::size_t>(r) * bins_per_row + j] = lane_v[0];
+        weighted[static_cast<std::size_t>(r) * bins_per_row + j] = lane_w[0];
+      }
+    const k::HaloBinning h{f, pad, fine_cols, fine_rows, (fine_cols + f - 1) / f + 2 * pad,
+                           (fine_rows + f - 1) / f + 2 * pad, b};
+    for (int cr = pad; cr < h.rows - pad; ++cr)
+      for (int cc = pad; cc < h.cols - pad; ++cc) {
+        float image, sx, sy, image_bins, sx_bins, sy_bins;
+        k::halo_bin_pixel(h, share.data(), variance.data(), cr, cc, 8.0, 8.0, &image, &sx, &sy);
+        k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 8.0, &image_bins,
+                                           &sx_bins, &sy_bins);
+        ASSERT_EQ(sx_bins, sx) << "trial " << trial << ", coarse (" << cr << ", " << cc << ")";
+        ASSERT_EQ(sy_bins, sy);
+        ++compared;
+      }
+  }
+  EXPECT_GT(compared, 1000);
+}
+
+// layer_ray's contract with its halo store: one call per slice of the layer,
+// in order, for every ray — rays without protons, rays past their cut-off and
+// rays off the grid included (the GPU's store sums over a warp's lanes) —
+// with the values the default store writes to the stack.
+TEST(BeamKernels, LayerRayCallsItsHaloStoreOncePerSliceWithThePixelsItStores) {
+  const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  SyntheticLayer<float> layer(machine.depth_dose(150.0));
+  const k::BevGeometry& g = layer.g;
+  std::vector<float> halo_weight, halo_sigma;
+  for (std::size_t i = 0; i < layer.energy.size(); ++i) {
+    halo_weight.push_back(0.05f + 0.0002f * static_cast<float>(i));
+    halo_sigma.push_back(6.0f + 0.05f * static_cast<float>(i));
+  }
+  layer.L.halo_weight = halo_weight.data();
+  layer.L.halo_sigma_mm = halo_sigma.data();
+  layer.L.halo_max_wepl_mm = 150.0;
+  layer.L.stack_offset = 3;
+  layer.L.slices = 55;
+  const std::size_t plane = g.plane();
+  std::vector<float> stack(plane * 58, 0.0f);
+  layer.image = layer.sigma_x = layer.sigma_y = stack;
+  layer.s.image = layer.image.data();
+  layer.s.sigma_x_px = layer.sigma_x.data();
+  layer.s.sigma_y_px = layer.sigma_y.data();
+  std::vector<float> halo_image(stack.size(), -1.0f), halo_variance(stack.size(), -1.0f);
+  layer.s.halo_image = halo_image.data();
+  layer.s.halo_variance_mm2 = halo_variance.data();
+
+  struct Call {
+    int slice;
+    std::size_t stack_index;
+    bool on_grid;
+    float share, variance;
+  };
+  struct RecordingStore {
+    std::vector<Call>* calls;
+    void operator()(const k::LayerStackArgs&, int slice, std::size_t i, bool on_grid, float share, float v) const {
+      calls->push_back({slice, i, on_grid, share, v});
+    }
+  };
+  int positive_shares = 0;
+  for (int row = -1; row <= g.rows; ++row)
+    for (int col = -1; col <= g.cols; ++col) {
+      const bool on_grid = row >= 0 && row < g.rows && col >= 0 && col < g.cols;
+      std::vector<Call> calls;
+      int overshoot = INT_MIN;
+      float max_variance = 0;
+      const double recorded = k::layer_ray<float, k::NoPixelObserver, std::size_t, RecordingStore>(
+          layer.s, layer.L, col, row, &overshoot, &max_variance, k::NoPixelObserver{}, RecordingStore{&calls});
+      ASSERT_EQ(calls.size(), 55u) << "ray (" << col << ", " << row << ")";
+      if (!on_grid) {
+        EXPECT_EQ(recorded, 0.0);
+        EXPECT_EQ(overshoot, INT_MIN);
+        for (const Call& c : calls) ASSERT_TRUE(!c.on_grid && c.share == 0.0f && c.variance == 0.0f);
+        continue;
+      }
+      int overshoot_stored = INT_MIN;
+      float max_variance_stored = 0;
+      const double stored = k::layer_ray(layer.s, layer.L, col, row, &overshoot_stored, &max_variance_stored);
+      EXPECT_EQ(recorded, stored);
+      EXPECT_EQ(max_variance, max_variance_stored);
+      const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
+      for (int kk = 0; kk < 55; ++kk) {
+        const Call& c = calls[static_cast<std::size_t>(kk)];
+        const std::size_t i = (3 + static_cast<std::size_t>(kk)) * plane + ray;
+        ASSERT_EQ(c.slice, kk);
+        ASSERT_EQ(c.stack_index, i);
+        ASSERT_TRUE(c.on_grid);
+        ASSERT_EQ(c.share, halo_image[i]) << "ray (" << col << ", " << row << "), slice " << kk;
+        ASSERT_EQ(c.variance, halo_variance[i]);
+        if (c.share > 0) ++positive_shares;
+      }
+    }
+  // Off-grid rays wrote nothing: the stack slices before the layer's (0–2) stay as they were.
+  EXPECT_EQ(halo_image[0], -1.0f);
+  EXPECT_EQ(halo_image[3 * plane - 1], -1.0f);
+  EXPECT_NE(halo_image[3 * plane], -1.0f);
+  // The case's premise: most on-grid pixels before the cut-off carry a halo share.
+  EXPECT_GT(positive_shares, 40 * static_cast<int>(plane - g.rows));
+}

@@ -96,12 +96,19 @@ struct Variant {
   double couch_deg = 0;              ///< non-coplanar beams (the geometry's rotations)
   bool keep_per_beam = false;
   bool rbe = false;                  ///< RBE-weighted dose (1.1): the plan scaled at the end
+  /// 0: the default halo grid (8 mm: 8 rays per coarse pixel, which the GPU's
+  /// layer kernel sums in column groups of 8); 3 and 2 mm give groups of 1
+  /// and 2 rays (kernels::halo_column_bin).
+  double halo_pitch_mm = 0;
 };
 
 inline const Variant kVariants[] = {
     {"default"},
     {"shifter, 3 mm grid, layer groups", true, 3.0, true},
     {"dose to medium, couch 30 deg, per beam, RBE 1.1", false, 0, false, true, 30.0, true, true},
+    // The GPU backend's other halo column groups (its tests only).
+    {"halo on 3 mm pixels", false, 0, false, false, 0, false, false, 3.0},
+    {"halo on 2 mm pixels, layer groups", false, 0, true, false, 0, false, false, 2.0},
 };
 
 /// The engine options of a variant on `backend` (the rest default).
@@ -113,6 +120,7 @@ inline DoseEngineOptions variant_options(Backend backend, const Variant& v) {
   if (v.dose_to_medium) o.quantity = DoseQuantity::kDoseToMedium;
   o.keep_per_beam = v.keep_per_beam;
   if (v.rbe) o.rbe_factor = 1.1;
+  if (v.halo_pitch_mm > 0) o.halo_pitch_mm = v.halo_pitch_mm;
   return o;
 }
 

@@ -211,6 +211,72 @@ __global__ void reset_slice_summary_kernel(unsigned long long* summary, std::siz
   summary[kSummaryMaxImage * slices + s] = 0ull;
 }
 
+/// The layer kernel's halo store (kernels::layer_ray's HaloStore): the halo
+/// shares of each group of kColumnBin neighbouring rays of a row, and the
+/// shares times their variances, summed over the group's lanes of the warp
+/// and stored by the group's first lane (kernels::
+/// halo_bin_pixel_from_column_bins reads them). Per pixel the layer kernel
+/// stored two floats for the halo, 0.76 GB for the water cube's 95 M pixels,
+/// which the halo binning read back; with the 8 mm halo grid over 1 mm rays
+/// the sums are 0.19 GB.
+/// The sums are double, as the per-pixel binning's were: where every pixel
+/// of a slice has the same halo variance (water, a parallel beam), the
+/// coarse pixel's mean variance is then that variance exactly and the coarse
+/// slice stays uniform, so the halo superposition keeps its separable passes
+/// (float sums made the mean differ in its last bits from pixel to pixel,
+/// and the halo stack went to the scatter: +0.3 ms on the water cube, H200).
+/// Every lane of the warp calls it at every slice of the layer (layer_ray's
+/// contract), so the shuffles see the whole warp. Deterministic: a fixed
+/// tree of adds.
+template <int kColumnBin>
+struct ColumnBinnedHaloStore {
+  static_assert(kColumnBin == 1 || kColumnBin == 2 || kColumnBin == 4 || kColumnBin == 8);
+  double* share_sum;      ///< [stack slice][row][column bin]; null without the halo
+  double* weighted_sum;   ///< Σ share·variance (Gy·mm²)
+  std::size_t bin_plane;    ///< rows × column bins
+  std::size_t first_index;  ///< the group's bin at the layer's first stack slice
+  bool stores;              ///< the group's first lane, on a row of the grid
+
+  template <class Index>
+  __device__ void operator()(const kernels::LayerStackArgs& /*s*/, int k, Index /*stack_index*/, bool /*on_grid*/,
+                             float share, float variance_mm2) const {
+    if (!share_sum) return;
+    // As kernels::halo_bin_pixel: a share ≤ 0 adds nothing (a NaN does).
+    double v = share <= 0.0f ? 0.0 : static_cast<double>(share);
+    double w = v * variance_mm2;  // exact: a product of two floats
+#pragma unroll
+    for (int offset = kColumnBin / 2; offset > 0; offset /= 2) {
+      v += __shfl_down_sync(0xffffffffu, v, offset);
+      w += __shfl_down_sync(0xffffffffu, w, offset);
+    }
+    if (!stores) return;
+    const std::size_t i = first_index + static_cast<std::size_t>(k) * bin_plane;
+    share_sum[i] = v;
+    weighted_sum[i] = w;
+  }
+
+  /// What operator() stores when no lane of the warp has a share (no shuffles).
+  __device__ void store_zero(int k) const {
+    if (!share_sum || !stores) return;
+    const std::size_t i = first_index + static_cast<std::size_t>(k) * bin_plane;
+    share_sum[i] = 0.0;
+    weighted_sum[i] = 0.0;
+  }
+};
+
+/// The layer kernel's rays: the threads of a block in groups of
+/// `column_bin` lanes, each group a run of columns of one row
+/// (ColumnBinnedHaloStore), the groups in row-major order; lanes past a
+/// row's last column are off the grid. column_bin = 1: ray = thread.
+struct LayerRayLayout {
+  int column_bin;    ///< 1, 2, 4 or 8 (the kernel's kColumnBin)
+  int bins_per_row;  ///< ceil(cols / column_bin)
+  int rows;
+  std::size_t threads() const {
+    return static_cast<std::size_t>(rows) * static_cast<std::size_t>(bins_per_row) * column_bin;
+  }
+};
+
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
@@ -221,14 +287,21 @@ __global__ void reset_slice_summary_kernel(unsigned long long* summary, std::siz
 // the walk, 4 blocks had won (the float version then spilled at 5 blocks).
 // Index: std::size_t, or unsigned where every trace and stack index fits
 // (layer_images' check; kernels::layer_ray says what it saves).
-template <class Index>
-__global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, const kernels::LayerTables<float>* layers, double* energy_sum,
+template <class Index, int kColumnBin>
+__global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, LayerRayLayout layout,
+                             double* halo_share_sum, double* halo_weighted_sum,
+                             const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
                              std::size_t stack_slices) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
-  const std::size_t ray = blockIdx.y * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const std::size_t thread = blockIdx.y * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const std::size_t group = thread / kColumnBin;
+  const int lane_in_group = static_cast<int>(thread % kColumnBin);
+  const int row = static_cast<int>(group / static_cast<unsigned>(layout.bins_per_row));
+  const int bin = static_cast<int>(group % static_cast<unsigned>(layout.bins_per_row));
+  const int col = bin * kColumnBin + lane_in_group;
   // The layer's tables in shared memory: read from global memory, each of
   // their fields was reloaded after every store to the stack (the compiler
   // cannot rule out that a float store changes them), ~17 dependent loads per
@@ -238,13 +311,37 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   for (unsigned w = threadIdx.x; w < sizeof L / sizeof(unsigned); w += blockDim.x)
     reinterpret_cast<unsigned*>(&L)[w] = reinterpret_cast<const unsigned*>(layers + blockIdx.x)[w];
   __syncthreads();
-  double energy = 0;
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
-  if (ray < s.grid.plane()) {
-    const int col = static_cast<int>(ray % s.grid.cols), row = static_cast<int>(ray / s.grid.cols);
-    energy = kernels::layer_ray<float, SliceSummaryWriter, Index>(
-        s, L, col, row, &overshoot, &halo_variance_max, SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset});
+  // Every thread of a warp runs the ray loop, those off the grid too (the
+  // halo store's shuffles need the whole warp); off the grid it stores nothing.
+  const std::size_t bin_plane = static_cast<std::size_t>(layout.rows) * static_cast<std::size_t>(layout.bins_per_row);
+  const ColumnBinnedHaloStore<kColumnBin> halo{halo_share_sum, halo_weighted_sum, bin_plane,
+                                                L.stack_offset * bin_plane + (row < layout.rows ? group : 0),
+                                                lane_in_group == 0 && row < layout.rows};
+  // A warp of rays without protons (the grid's margin, which the widest
+  // kernels reach) only writes zeros: a store per array and slice, without
+  // the slice step's arithmetic and the halo store's shuffles. Warp-uniform,
+  // so the shuffles of the other warps are not affected.
+  const bool on_grid = row < layout.rows && col < s.grid.cols;
+  const bool has_protons = on_grid && L.fluence[static_cast<std::size_t>(row) * s.grid.cols + col] > 0;
+  double energy = 0;
+  if (__any_sync(0xffffffffu, has_protons)) {
+    energy = kernels::layer_ray<float, SliceSummaryWriter, Index, ColumnBinnedHaloStore<kColumnBin>>(
+        s, L, col, row, &overshoot, &halo_variance_max, SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset},
+        halo);
+  } else {
+    const Index plane = static_cast<Index>(s.grid.plane());
+    const Index ray = on_grid ? static_cast<Index>(row) * static_cast<Index>(s.grid.cols) + static_cast<Index>(col) : 0;
+    Index i = static_cast<Index>(L.stack_offset) * plane + ray;
+    for (int k = 0; k < L.slices; ++k, i += plane) {
+      if (on_grid) {
+        s.image[i] = 0.0f;
+        s.sigma_x_px[i] = 0.0f;
+        s.sigma_y_px[i] = 0.0f;
+      }
+      halo.store_zero(k);
+    }
   }
   if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
   // Largest halo variance under a non-zero halo share (sizes the coarse grid's pad).
@@ -305,18 +402,32 @@ __global__ void accumulate_kernel(const float* stack, std::size_t plane, int bev
   bev[p] = v;
 }
 
-__global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, const int* depth_slice, std::size_t stack_slices,
-                                const float* halo_image, const float* halo_variance, float* image, float* sx,
-                                float* sy) {
+/// One thread per coarse pixel of the halo stack, from the layer kernel's
+/// column sums (ColumnBinnedHaloStore). The coarse grid's pad (as wide as
+/// the widest halo kernel: 87 % of the water cube's coarse pixels) holds
+/// zeros, written without the block sums; the pixel's place comes from
+/// multiplies and shifts, not 64-bit divisions.
+__global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels::VoxelIndexer pixels,
+                                const int* depth_slice, std::size_t stack_slices, const double* share_sum,
+                                const double* weighted_sum, float* image, float* sx, float* sy) {
   const std::size_t hplane = hg.plane();
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= hplane * stack_slices) return;
-  const std::size_t st = p / hplane, q = p % hplane;
+  int coarse_col, coarse_row, st;
+  pixels.split(p, &coarse_col, &coarse_row, &st);
+  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  if (r0 < 0 || c0 < 0 || r0 >= h.fine_rows || c0 >= h.fine_cols) {
+    image[p] = 0.0f;
+    sx[p] = 0.0f;
+    sy[p] = 0.0f;
+    return;
+  }
   const double d = hg.depth_mm(depth_slice[st]);
   const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
-  const std::size_t fine_plane = static_cast<std::size_t>(h.fine_cols) * h.fine_rows;
-  kernels::halo_bin_pixel(h, halo_image + st * fine_plane, halo_variance + st * fine_plane,
-                          static_cast<int>(q / hg.cols), static_cast<int>(q % hg.cols), px, py, &image[p], &sx[p], &sy[p]);
+  const std::size_t bin_plane =
+      static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) * static_cast<std::size_t>(h.fine_rows);
+  kernels::halo_bin_pixel_from_column_bins(h, share_sum + st * bin_plane, weighted_sum + st * bin_plane, coarse_row,
+                                           coarse_col, px, py, &image[p], &sx[p], &sy[p]);
 }
 
 /// Adds the BEV dose at each output voxel (kernels::resample_voxel).
@@ -551,10 +662,17 @@ class GpuBeamExecutor final : public BeamExecutor {
     image_.reserve(n);
     sigma_x_.reserve(n);
     sigma_y_.reserve(n);
+    // The halo: sums over column groups (ColumnBinnedHaloStore).
+    const int column_bin = shared_in.halo_column_bin;
+    if (column_bin != 1 && column_bin != 2 && column_bin != 4 && column_bin != 8)
+      throw InternalError("layer_images: halo column bin " + std::to_string(column_bin) + "; expected 1, 2, 4 or 8");
+    const LayerRayLayout layout{column_bin, (g.cols + column_bin - 1) / column_bin, g.rows};
     if (halo) {
-      halo_image_.reserve(n);
-      halo_variance_.reserve(n);
+      const std::size_t bins = stack_slices * static_cast<std::size_t>(layout.bins_per_row) * g.rows;
+      halo_share_sum_.reserve(bins);
+      halo_weighted_sum_.reserve(bins);
     }
+    halo_column_bin_ = column_bin;
     // The previous stage synchronised the stream: its copies are done.
     upload_staging_.begin(staging_bytes(layers));
     upload_staged_layers();
@@ -564,8 +682,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload_layer_tables(layers, first_layer, g.plane());
     const kernels::LayerStackArgs s =
         bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
-                               sigma_x_.get(), sigma_y_.get(), halo ? halo_image_.get() : nullptr,
-                               halo ? halo_variance_.get() : nullptr});
+                               sigma_x_.get(), sigma_y_.get(), nullptr, nullptr});  // the halo: column sums
     struct Sums {
       double energy;
       int overshoot;
@@ -580,15 +697,24 @@ class GpuBeamExecutor final : public BeamExecutor {
       reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices);
       PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel");
     }
-    const dim3 layer_grid(static_cast<unsigned>(layers.size()), blocks_for(g.plane()));
-    if (n <= UINT32_MAX && trace_pixels_ <= UINT32_MAX)
-      layer_kernel<unsigned><<<layer_grid, kThreads, 0, stream_>>>(s, device_layers_.get(), &d->energy, &d->overshoot,
-                                                                   &d->max_variance_bits, slice_summary_.get(),
-                                                                   stack_slices);
-    else
-      layer_kernel<std::size_t><<<layer_grid, kThreads, 0, stream_>>>(s, device_layers_.get(), &d->energy,
-                                                                      &d->overshoot, &d->max_variance_bits,
-                                                                      slice_summary_.get(), stack_slices);
+    const dim3 layer_grid(static_cast<unsigned>(layers.size()), blocks_for(layout.threads()));
+    const auto launch = [&](auto kernel) {
+      kernel<<<layer_grid, kThreads, 0, stream_>>>(s, layout, halo ? halo_share_sum_.get() : nullptr,
+                                                   halo ? halo_weighted_sum_.get() : nullptr, device_layers_.get(),
+                                                   &d->energy, &d->overshoot, &d->max_variance_bits,
+                                                   slice_summary_.get(), stack_slices);
+    };
+    const auto launch_for_bin = [&](auto index_type) {
+      using Index = decltype(index_type);
+      switch (column_bin) {
+        case 1: launch(layer_kernel<Index, 1>); break;
+        case 2: launch(layer_kernel<Index, 2>); break;
+        case 4: launch(layer_kernel<Index, 4>); break;
+        default: launch(layer_kernel<Index, 8>); break;
+      }
+    };
+    if (n <= UINT32_MAX && trace_pixels_ <= UINT32_MAX) launch_for_bin(unsigned{});
+    else launch_for_bin(std::size_t{});
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     start_plan_host_volume();
     copy_to_host(&sums, sums_.get(), sizeof sums);
@@ -636,18 +762,24 @@ class GpuBeamExecutor final : public BeamExecutor {
                   std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
                   const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
-    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo shares
+    if (h.column_bin != halo_column_bin_ || h.column_bin < 1 || h.factor % h.column_bin != 0)
+      throw InternalError("halo binning: column bin " + std::to_string(h.column_bin) + " with factor " +
+                          std::to_string(h.factor) + "; the layer images summed over " +
+                          std::to_string(halo_column_bin_) + " columns, and the factor must be a multiple of it");
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums
+    const auto t0 = std::chrono::steady_clock::now();
+    HaloLayers hl = halo_layers_of(layers, stack_slices);
+    // The binning is queued from this thread: it runs while the halo's
+    // thread starts (std::async: 0.1–0.4 ms to its first line, H200 host).
+    bin_halo(hg, h, stack_slices, hl.depth_slice);
     // A thread per halo (std::async), not a kept one (TaskThread): with a kept
     // thread, compute-sanitizer racecheck did not finish the engine's GPU
     // tests in one process (the third engine's halo never returned within
     // 300 s; each test alone, or this way, ~15 s; H200, 2026-11-26). Not
-    // understood; the thread's start costs ~0.1 ms of the halo, which ends
-    // after the core's superposition on the water cube.
-    halo_run_ = std::async(std::launch::async, [this, hg, h, stack_slices, hl = halo_layers_of(layers, stack_slices),
-                                                beam_from_out_index] {
+    // understood.
+    halo_run_ = std::async(std::launch::async, [this, t0, hg, stack_slices, hl = std::move(hl), beam_from_out_index] {
       PD_CUDA_CHECK(cudaSetDevice(device_));
-      const auto t0 = std::chrono::steady_clock::now();
-      run_halo(hg, h, stack_slices, hl, beam_from_out_index);
+      run_halo(hg, stack_slices, hl, beam_from_out_index);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     });
   }
@@ -673,14 +805,29 @@ class GpuBeamExecutor final : public BeamExecutor {
     return hl;
   }
 
-  /// Binning onto the coarse grid, superposition and the stack summed per
-  /// depth into halo_bev_, which finish_beam resamples with the core's dose
-  /// (pending_halo_) — in halo_stream_, with halo_superposer_ and buffers of
-  /// the halo's own; returns with the work done.
-  void run_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices, const HaloLayers& hl,
+  /// Queues the binning of the layer images' halo sums onto the coarse grid
+  /// (halo_in_: image, σx, σy) in halo_stream_.
+  void bin_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
+                const std::vector<int>& depth_slice) {
+    const std::size_t n = stack_slices * hg.plane();
+    upload(depth_slice_, depth_slice.data(), depth_slice.size(), halo_stream_);
+    halo_in_.reserve(3 * n);
+    float* image = halo_in_.get();
+    halo_bin_kernel<<<blocks_for(n), kThreads, 0, halo_stream_>>>(
+        h, hg, kernels::VoxelIndexer(hg.cols, hg.rows, static_cast<int>(stack_slices)), depth_slice_.get(),
+        stack_slices, halo_share_sum_.get(), halo_weighted_sum_.get(), image, image + n, image + 2 * n);
+    PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
+  }
+
+  /// After bin_halo: the coarse stack's superposition and the stack summed
+  /// per depth into halo_bev_, which finish_beam resamples with the core's
+  /// dose (pending_halo_) — in halo_stream_, with halo_superposer_ and
+  /// buffers of the halo's own; returns with the work done.
+  void run_halo(const BevGeometry& hg, std::size_t stack_slices, const HaloLayers& hl,
                 const kernels::Affine3& beam_from_out_index) {
     // An earlier layer group's coarse dose still waits for finish_beam: into
-    // the beam dose now, before its buffer is reused.
+    // the beam dose now, before its buffer is reused (the binning queued
+    // before it writes halo_in_, not halo_bev_).
     if (pending_halo_) {
       if (!beam_holds_dose_) zero(beam_, og_.voxel_count(), halo_stream_);
       resample_into_beam(*pending_halo_, halo_bev_.get(), beam_from_out_index, halo_stream_);
@@ -688,21 +835,14 @@ class GpuBeamExecutor final : public BeamExecutor {
       pending_halo_.reset();
     }
     const std::size_t hplane = hg.plane(), n = stack_slices * hplane;
-    upload(depth_slice_, hl.depth_slice.data(), hl.depth_slice.size(), halo_stream_);
-    halo_in_.reserve(3 * n);
     float* image = halo_in_.get();
-    float* sx = image + n;
-    float* sy = sx + n;
-    halo_bin_kernel<<<blocks_for(n), kThreads, 0, halo_stream_>>>(h, hg, depth_slice_.get(), stack_slices,
-                                                                   halo_image_.get(), halo_variance_.get(), image, sx, sy);
-    PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
     PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
     halo_stack_out_.reserve(n);
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
     in.image = {image, n};
-    in.sigma_x_px = {sx, n};
-    in.sigma_y_px = {sy, n};
+    in.sigma_x_px = {image + n, n};
+    in.sigma_y_px = {image + 2 * n, n};
     halo_superposer_.superpose_device(in, halo_stack_out_.get());
     const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
     zero(halo_bev_, halo_bev_pixels, halo_stream_);
@@ -1052,6 +1192,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   PinnedStaging upload_staging_;  ///< layer_images' uploads
   PinnedStaging beam_staging_;    ///< stage_beam_layers' uploads
   std::size_t trace_pixels_ = 0;  ///< the last trace's (start_trace)
+  int halo_column_bin_ = 1;       ///< the last layer images' (LayerStackArgs::halo_column_bin)
   std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
   BevGeometry staged_grid_{};  ///< the grid the staged spots' pixel units refer to
   std::future<StagedPacks> staged_packing_;  ///< stage_beam_layers' packing, until upload_staged_layers
@@ -1059,7 +1200,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<double> doubles_, layer_pack_;
   DeviceBuffer<float> layer_float_pack_, air_sigma_pack_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
-  DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, halo_image_, halo_variance_, stack_out_, halo_in_, halo_bev_;
+  DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, stack_out_, halo_in_, halo_bev_;
+  /// The layer images' halo: column sums of the shares and of the shares
+  /// times their variances (ColumnBinnedHaloStore).
+  DeviceBuffer<double> halo_share_sum_, halo_weighted_sum_;
   DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
   DeviceBuffer<char> sums_;
   DeviceBuffer<DeviceSpot> spots_;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "protondose/engine/dose_engine.h"
@@ -101,7 +102,8 @@ TEST_P(EngineBackendVariants, GpuScatterMatchesTheCpuBackend) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, EngineBackendVariants, ::testing::Range(0, 3));
+INSTANTIATE_TEST_SUITE_P(Cases, EngineBackendVariants,
+                         ::testing::Range(0, static_cast<int>(std::size(protondose::engine::testing::kVariants))));
 
 TEST(EngineBackends, PreparedCtStaysWarmAndGivesTheSameDose) {
   std::string why;
