@@ -178,8 +178,9 @@ class BeamExecutor {
   virtual std::size_t superpose_stack(const kernels::BevGeometry& grid, std::size_t stack_slices,
                                       const std::vector<HostLayerTables>& layers) = 0;
 
-  /// The nuclear halo of the stack: binning onto the coarse grid (layers
-  /// merged per depth, kernels::halo_bin_pixel), superposition, and resampling
+  /// The nuclear halo of the stack: binning onto the coarse grid (a coarse
+  /// slice per stack slice: kernels::halo_bin_pixel on the CPU, from the
+  /// layer kernel's column sums on the GPU), superposition, and resampling
   /// into the beam dose (the GPU executor leaves the last one's resampling to
   /// finish_beam's pass). It reads only the layer images' halo shares and adds
   /// into the beam dose, which superpose_stack leaves alone, so an executor
