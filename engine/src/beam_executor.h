@@ -120,6 +120,24 @@ inline void check_staged_lateral_layout(const kernels::BevGeometry& staged, cons
   throw InternalError(m.str());
 }
 
+/// The GPU's layer kernel sums the halo over groups of 1, 2, 4 or 8
+/// neighbouring rays of a warp (LayerStackArgs::halo_column_bin, chosen by
+/// kernels::halo_column_bin). InternalError otherwise (a driver's mistake).
+inline void check_halo_column_bin(int column_bin) {
+  if (column_bin == 1 || column_bin == 2 || column_bin == 4 || column_bin == 8) return;
+  throw InternalError("layer images: halo column bin " + std::to_string(column_bin) + "; expected 1, 2, 4 or 8");
+}
+
+/// The halo binning reads the column sums of the last layer images: its
+/// column bin must be theirs and its factor a multiple of it
+/// (kernels::halo_factor). InternalError otherwise.
+inline void check_halo_binning(const kernels::HaloBinning& h, int layer_images_column_bin) {
+  if (h.column_bin == layer_images_column_bin && h.column_bin >= 1 && h.factor % h.column_bin == 0) return;
+  throw InternalError("halo binning: column bin " + std::to_string(h.column_bin) + " with factor " +
+                      std::to_string(h.factor) + "; the layer images summed over " +
+                      std::to_string(layer_images_column_bin) + " columns, and the factor must be a multiple of it");
+}
+
 struct PlanDoseSummary {
   double max_dose = 0;
   long long first_bad_voxel = -1;

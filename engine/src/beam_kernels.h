@@ -673,6 +673,24 @@ struct StackLayer {
   int slices;
 };
 
+/// A coarse pixel from its block's sums: the block mean of the halo dose
+/// and the share-weighted kernel σ (pixels of the coarse grid at that depth);
+/// zeros where the block holds no share (a NaN sum goes on to the output).
+PD_HD inline void halo_block_result(const HaloBinning& h, double sum, double weighted_variance, double px_mm,
+                                    double py_mm, float* image_out, float* sx_out, float* sy_out) {
+  if (sum <= 0) {
+    *image_out = 0.0f;
+    *sx_out = 0.0f;
+    *sy_out = 0.0f;
+    return;
+  }
+  // Block mean of the dose: the coarse pixel holds the same energy per area.
+  *image_out = static_cast<float>(sum / (static_cast<double>(h.factor) * h.factor));
+  const double sigma_mm = sqrt(weighted_variance / sum);
+  *sx_out = static_cast<float>(sigma_mm / px_mm);
+  *sy_out = static_cast<float>(sigma_mm / py_mm);
+}
+
 /// (Merging the layers of one depth as well, into one coarse slice per depth,
 /// was tried: 15× fewer halo slices on the water cube, but a mixture of narrow
 /// and wide halos is not one Gaussian of their mean variance — the water_dcpt
@@ -695,17 +713,7 @@ PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, 
         weighted_variance += static_cast<double>(v) * halo_variance_mm2[p];
       }
   }
-  if (sum <= 0) {
-    *image_out = 0.0f;
-    *sx_out = 0.0f;
-    *sy_out = 0.0f;
-    return;
-  }
-  // Block mean of the dose: the coarse pixel holds the same energy per area.
-  *image_out = static_cast<float>(sum / (static_cast<double>(h.factor) * h.factor));
-  const double sigma_mm = sqrt(weighted_variance / sum);
-  *sx_out = static_cast<float>(sigma_mm / px_mm);
-  *sy_out = static_cast<float>(sigma_mm / py_mm);
+  halo_block_result(h, sum, weighted_variance, px_mm, py_mm, image_out, sx_out, sy_out);
 }
 
 /// halo_bin_pixel from sums over groups of h.column_bin fine columns
@@ -757,16 +765,7 @@ PD_HD inline void halo_bin_pixel_from_column_bins(const HaloBinning& h, const do
       }
     }
   }
-  if (sum <= 0) {  // as halo_bin_pixel: a NaN share goes on to the output
-    *image_out = 0.0f;
-    *sx_out = 0.0f;
-    *sy_out = 0.0f;
-    return;
-  }
-  *image_out = static_cast<float>(sum / (static_cast<double>(h.factor) * h.factor));
-  const double sigma_mm = sqrt(weighted_variance / sum);
-  *sx_out = static_cast<float>(sigma_mm / px_mm);
-  *sy_out = static_cast<float>(sigma_mm / py_mm);
+  halo_block_result(h, sum, weighted_variance, px_mm, py_mm, image_out, sx_out, sy_out);
 }
 
 // ---------------------------------------------------------------------------

@@ -65,3 +65,28 @@ TEST(StagedLayers, TheGroupsGridMustKeepTheStagedLateralLayout) {
   EXPECT_NE(message_of<InternalError>([&] { pe::check_staged_lateral_layout(staged, repitched); }).find("pitch 1 x 2.5"),
             std::string::npos);
 }
+
+// The GPU's layer kernel and halo binning agree on the halo's column groups
+// (LayerStackArgs::halo_column_bin, HaloBinning::column_bin).
+TEST(HaloColumnSums, TheColumnBinIsOneTwoFourOrEight) {
+  for (int b : {1, 2, 4, 8}) EXPECT_NO_THROW(pe::check_halo_column_bin(b));
+  for (int b : {0, 3, 16, -2}) {
+    const std::string m = message_of<InternalError>([&] { pe::check_halo_column_bin(b); });
+    EXPECT_NE(m.find("halo column bin " + std::to_string(b) + "; expected 1, 2, 4 or 8"), std::string::npos) << m;
+  }
+}
+
+TEST(HaloColumnSums, TheBinningReadsTheLayerImagesColumnSumsWithAFactorThatTilesThem) {
+  pe::kernels::HaloBinning h{16, 3, 130, 120, 15, 14, 8};
+  EXPECT_NO_THROW(pe::check_halo_binning(h, 8));
+  std::string m = message_of<InternalError>([&] { pe::check_halo_binning(h, 4); });
+  EXPECT_NE(m.find("halo binning: column bin 8 with factor 16; the layer images summed over 4 columns"),
+            std::string::npos)
+      << m;
+  h.factor = 12;  // not a multiple of 8
+  m = message_of<InternalError>([&] { pe::check_halo_binning(h, 8); });
+  EXPECT_NE(m.find("column bin 8 with factor 12; the layer images summed over 8 columns, and the factor must be a "
+                   "multiple of it"),
+            std::string::npos)
+      << m;
+}

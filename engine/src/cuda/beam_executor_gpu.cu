@@ -249,18 +249,19 @@ struct ColumnBinnedHaloStore {
       v += __shfl_down_sync(0xffffffffu, v, offset);
       w += __shfl_down_sync(0xffffffffu, w, offset);
     }
-    if (!stores) return;
-    const std::size_t i = first_index + static_cast<std::size_t>(k) * bin_plane;
-    share_sum[i] = v;
-    weighted_sum[i] = w;
+    if (stores) store(k, v, w);
   }
 
   /// What operator() stores when no lane of the warp has a share (no shuffles).
   __device__ void store_zero(int k) const {
-    if (!share_sum || !stores) return;
+    if (share_sum && stores) store(k, 0.0, 0.0);
+  }
+
+ private:
+  __device__ void store(int k, double share, double weighted) const {
     const std::size_t i = first_index + static_cast<std::size_t>(k) * bin_plane;
-    share_sum[i] = 0.0;
-    weighted_sum[i] = 0.0;
+    share_sum[i] = share;
+    weighted_sum[i] = weighted;
   }
 };
 
@@ -664,8 +665,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     sigma_y_.reserve(n);
     // The halo: sums over column groups (ColumnBinnedHaloStore).
     const int column_bin = shared_in.halo_column_bin;
-    if (column_bin != 1 && column_bin != 2 && column_bin != 4 && column_bin != 8)
-      throw InternalError("layer_images: halo column bin " + std::to_string(column_bin) + "; expected 1, 2, 4 or 8");
+    check_halo_column_bin(column_bin);
     const LayerRayLayout layout{column_bin, (g.cols + column_bin - 1) / column_bin, g.rows};
     if (halo) {
       const std::size_t bins = stack_slices * static_cast<std::size_t>(layout.bins_per_row) * g.rows;
@@ -762,10 +762,7 @@ class GpuBeamExecutor final : public BeamExecutor {
                   std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
                   const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
-    if (h.column_bin != halo_column_bin_ || h.column_bin < 1 || h.factor % h.column_bin != 0)
-      throw InternalError("halo binning: column bin " + std::to_string(h.column_bin) + " with factor " +
-                          std::to_string(h.factor) + "; the layer images summed over " +
-                          std::to_string(halo_column_bin_) + " columns, and the factor must be a multiple of it");
+    check_halo_binning(h, halo_column_bin_);
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums
     const auto t0 = std::chrono::steady_clock::now();
     HaloLayers hl = halo_layers_of(layers, stack_slices);
