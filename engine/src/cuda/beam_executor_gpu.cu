@@ -408,27 +408,33 @@ __global__ void accumulate_kernel(const float* stack, std::size_t plane, int bev
 /// the widest halo kernel: 87 % of the water cube's coarse pixels) holds
 /// zeros, written without the block sums; the pixel's place comes from
 /// multiplies and shifts, not 64-bit divisions.
+/// It also writes the coarse stack's slice summary (SliceSummaryWriter, as
+/// the layer kernel does for the core's stack), so that the halo's
+/// superposition need not read the stack to find its uniform slices (its
+/// analysis: 56 µs on the water cube, H200).
 __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels::VoxelIndexer pixels,
                                 const int* depth_slice, std::size_t stack_slices, const double* share_sum,
-                                const double* weighted_sum, float* image, float* sx, float* sy) {
+                                const double* weighted_sum, float* image, float* sx, float* sy,
+                                unsigned long long* slice_summary) {
   const std::size_t hplane = hg.plane();
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= hplane * stack_slices) return;
   int coarse_col, coarse_row, st;
   pixels.split(p, &coarse_col, &coarse_row, &st);
   const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
-  if (r0 < 0 || c0 < 0 || r0 >= h.fine_rows || c0 >= h.fine_cols) {
-    image[p] = 0.0f;
-    sx[p] = 0.0f;
-    sy[p] = 0.0f;
-    return;
+  float value = 0.0f, sigma_x = 0.0f, sigma_y = 0.0f;
+  if (r0 >= 0 && c0 >= 0 && r0 < h.fine_rows && c0 < h.fine_cols) {  // else the pad: zeros
+    const double d = hg.depth_mm(depth_slice[st]);
+    const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
+    const std::size_t bin_plane = static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) *
+                                  static_cast<std::size_t>(h.fine_rows);
+    kernels::halo_bin_pixel_from_column_bins(h, share_sum + st * bin_plane, weighted_sum + st * bin_plane, coarse_row,
+                                             coarse_col, px, py, &value, &sigma_x, &sigma_y);
   }
-  const double d = hg.depth_mm(depth_slice[st]);
-  const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
-  const std::size_t bin_plane =
-      static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) * static_cast<std::size_t>(h.fine_rows);
-  kernels::halo_bin_pixel_from_column_bins(h, share_sum + st * bin_plane, weighted_sum + st * bin_plane, coarse_row,
-                                           coarse_col, px, py, &image[p], &sx[p], &sy[p]);
+  image[p] = value;
+  sx[p] = sigma_x;
+  sy[p] = sigma_y;
+  SliceSummaryWriter{slice_summary, stack_slices, 0}(st, value, sigma_x, sigma_y);
 }
 
 /// Adds the BEV dose at each output voxel (kernels::resample_voxel).
@@ -527,10 +533,15 @@ class GpuBeamExecutor final : public BeamExecutor {
     // A stream of its own, not the legacy default stream: engines of several
     // workers on one GPU (robust, batch) then neither serialise their kernels
     // nor wait for each other's work at every stage's synchronisation.
+    // The halo's streams keep the default priority: at the greatest, its
+    // kernels ran first as SMs freed up, and the water cube came out the same
+    // with separable slices (4.15 against 4.19 ms) and 0.25 ms slower with
+    // the scatter (9.39 against 9.13 ms; H100, 2026-11-26).
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&halo_stream_, cudaStreamNonBlocking));
   }
   ~GpuBeamExecutor() override {
+    if (halo_job_pending_) halo_job_.set_value(std::nullopt);
     if (halo_run_.valid()) halo_run_.wait();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
@@ -717,6 +728,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     else launch_for_bin(std::size_t{});
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     start_plan_host_volume();
+    if (halo) spawn_halo_thread();  // while the layer kernel runs
     copy_to_host(&sums, sums_.get(), sizeof sums);
     LayerImagesSummary out;
     out.energy_mev = sums.energy;
@@ -757,31 +769,26 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// The halo on a host thread of its own, in its own stream and with its own
   /// superposer and buffers, while the calling thread superposes the stack:
   /// each superposition's host work (bucket read-backs, launches) leaves gaps
-  /// on the GPU that the other's kernels fill.
+  /// on the GPU that the other's kernels fill. The thread was started by
+  /// layer_images (spawn_halo_thread) and waits for this job.
   void start_halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h,
                   std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
                   const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
     check_halo_binning(h, halo_column_bin_);
+    if (!halo_job_pending_) throw InternalError("start_halo: no layer images with a halo before it");
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums
-    const auto t0 = std::chrono::steady_clock::now();
-    HaloLayers hl = halo_layers_of(layers, stack_slices);
-    // The binning is queued from this thread: it runs while the halo's
-    // thread starts (std::async: 0.1–0.4 ms to its first line, H200 host).
-    bin_halo(hg, h, stack_slices, hl.depth_slice);
-    // A thread per halo (std::async), not a kept one (TaskThread): with a kept
-    // thread, compute-sanitizer racecheck did not finish the engine's GPU
-    // tests in one process (the third engine's halo never returned within
-    // 300 s; each test alone, or this way, ~15 s; H200, 2026-11-26). Not
-    // understood.
-    halo_run_ = std::async(std::launch::async, [this, t0, hg, stack_slices, hl = std::move(hl), beam_from_out_index] {
-      PD_CUDA_CHECK(cudaSetDevice(device_));
-      run_halo(hg, stack_slices, hl, beam_from_out_index);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    });
+    HaloJob job{std::chrono::steady_clock::now(), hg, h, stack_slices, halo_layers_of(layers, stack_slices),
+                beam_from_out_index};
+    halo_job_pending_ = false;
+    halo_job_.set_value(std::move(job));
   }
 
   std::optional<double> wait_halo() override {
+    if (halo_job_pending_) {  // layer images with a halo, but no start_halo: the thread ends idle
+      halo_job_pending_ = false;
+      halo_job_.set_value(std::nullopt);
+    }
     if (!halo_run_.valid()) return std::nullopt;
     return halo_run_.get();
   }
@@ -792,6 +799,46 @@ class GpuBeamExecutor final : public BeamExecutor {
     std::vector<int> depth_slice;
     std::vector<StackLayer> stack_layers;
   };
+
+  /// What start_halo hands to the halo's thread.
+  struct HaloJob {
+    std::chrono::steady_clock::time_point start;  ///< start_halo's call: the halo's time counts from it
+    BevGeometry coarse;
+    kernels::HaloBinning binning;
+    std::size_t stack_slices;
+    HaloLayers layers;
+    kernels::Affine3 beam_from_out_index;
+  };
+
+  /// Starts the halo's host thread while the layer kernel runs: it waits for
+  /// start_halo's job (or for none: wait_halo, the next layer_images or the
+  /// destructor end it idle), then bins and superposes. Started at
+  /// start_halo instead, the thread's creation (std::async) and the
+  /// binning's launches took ~0.1 ms of the calling thread between the layer
+  /// images and the core's superposition, with the GPU waiting (H100 host).
+  /// A thread per layer images (std::async), not a kept one (TaskThread):
+  /// with a kept thread, compute-sanitizer racecheck did not finish the
+  /// engine's GPU tests in one process (the third engine's halo never
+  /// returned within 300 s; each test alone, or this way, ~15 s; H200,
+  /// 2026-11-26). Not understood.
+  void spawn_halo_thread() {
+    if (halo_job_pending_) {  // an earlier layer images' thread that got no job (a widened retry)
+      halo_job_pending_ = false;
+      halo_job_.set_value(std::nullopt);
+    }
+    if (halo_run_.valid()) halo_run_.get();  // rethrows what an unawaited halo threw
+    halo_job_ = std::promise<std::optional<HaloJob>>();
+    std::future<std::optional<HaloJob>> job = halo_job_.get_future();
+    halo_job_pending_ = true;
+    halo_run_ = std::async(std::launch::async, [this, job = std::move(job)]() mutable -> std::optional<double> {
+      const std::optional<HaloJob> j = job.get();
+      if (!j) return std::nullopt;
+      PD_CUDA_CHECK(cudaSetDevice(device_));
+      bin_halo(j->coarse, j->binning, j->stack_slices, j->layers.depth_slice);
+      run_halo(j->coarse, j->stack_slices, j->layers, j->beam_from_out_index);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - j->start).count();
+    });
+  }
   static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices) {
     HaloLayers hl;
     hl.depth_slice.assign(stack_slices, 0);
@@ -810,9 +857,15 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload(depth_slice_, depth_slice.data(), depth_slice.size(), halo_stream_);
     halo_in_.reserve(3 * n);
     float* image = halo_in_.get();
+    if (n == 0) return;  // a grid of no blocks is a launch error
+    halo_slice_summary_.reserve(kSliceSummaryFields * stack_slices);
+    reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, halo_stream_>>>(halo_slice_summary_.get(),
+                                                                                       stack_slices);
+    PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel (halo)");
     halo_bin_kernel<<<blocks_for(n), kThreads, 0, halo_stream_>>>(
         h, hg, kernels::VoxelIndexer(hg.cols, hg.rows, static_cast<int>(stack_slices)), depth_slice_.get(),
-        stack_slices, halo_share_sum_.get(), halo_weighted_sum_.get(), image, image + n, image + 2 * n);
+        stack_slices, halo_share_sum_.get(), halo_weighted_sum_.get(), image, image + n, image + 2 * n,
+        halo_slice_summary_.get());
     PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
   }
 
@@ -840,6 +893,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.image = {image, n};
     in.sigma_x_px = {image + n, n};
     in.sigma_y_px = {image + 2 * n, n};
+    in.slice_summary = halo_slice_summary_.get();  // bin_halo's
     halo_superposer_.superpose_device(in, halo_stack_out_.get());
     const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
     zero(halo_bev_, halo_bev_pixels, halo_stream_);
@@ -1165,6 +1219,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   int device_;
   DeviceSuperposer superposer_;
   DeviceBuffer<unsigned long long> slice_summary_;  ///< the last layer_images' stack summary (SliceSummaryWriter)
+  DeviceBuffer<unsigned long long> halo_slice_summary_;  ///< the last bin_halo's coarse stack summary
   std::size_t summary_slices_ = 0;                 ///< its stack's slice count
   DeviceSuperposer halo_superposer_;  ///< the halo's, so that it can run alongside superposer_
   /// A prepared CT in device memory.
@@ -1208,7 +1263,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
   cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
   cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition
-  std::future<double> halo_run_;        ///< the halo started by start_halo: its seconds
+  /// The halo's thread (spawn_halo_thread): its seconds, or nothing when it got no job.
+  std::future<std::optional<double>> halo_run_;
+  std::promise<std::optional<HaloJob>> halo_job_;  ///< what the waiting thread gets from start_halo
+  bool halo_job_pending_ = false;                  ///< a thread waits for halo_job_
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* download_staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
