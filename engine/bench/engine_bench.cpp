@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "protondose/core/error.h"
+#include "protondose/core/host_timeline.h"
 #include "protondose/engine/dose_engine.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
@@ -110,6 +111,10 @@ int main(int argc, char** argv) {
   app.add_option("--depth-step", depth_step_mm, "BEV slice thickness (mm)")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0 = all)")->capture_default_str();
   app.add_flag("!--no-halo", halo, "Leave out the nuclear halo");
+  bool timeline = false;
+  app.add_flag("--timeline", timeline,
+               "Print the host timeline of the last run (protondose/core/host_timeline.h: when the host "
+               "threads reach the points between the GPU stages)");
   bool separable = true;
   app.add_flag("!--scatter-only", separable,
                "Scatter every slice (no separable passes for uniform-sigma slices): the paper's method as is");
@@ -149,8 +154,11 @@ int main(int argc, char** argv) {
     double max_dose = 0;
     std::uint64_t dose_digest = 0;
     for (int r = 0; r < repetitions; ++r) {
+      const bool last = r + 1 == repetitions;
+      if (timeline && last) pd::HostTimeline::start();
       const pe::DoseResult result = engine.compute(*prepared, plan);
-      if (r + 1 == repetitions) dose_digest = fnv1a_64(result.dose_gy.data);  // 0.07 s for a 256³ dose: once
+      if (timeline && last) pd::HostTimeline::stop();
+      if (last) dose_digest = fnv1a_64(result.dose_gy.data);  // 0.07 s for a 256³ dose: once
       const pe::StageTimings& t = result.timings;
       total.push_back(t.total_s);
       ready.push_back(t.dose_ready_s);
@@ -178,6 +186,17 @@ int main(int argc, char** argv) {
                 "dose digest %016llx (FNV-1a of the last run's float dose: equal digests, bitwise equal doses)\n",
                 repetitions, 1e3 * cold.timings.total_s, 1e3 * cold.timings.hu_conversion_s, 1e3 * prepared->conversion_s,
                 static_cast<unsigned long long>(dose_digest));
+    if (timeline) {
+      std::size_t dropped = 0;
+      const std::vector<pd::HostTimelineMark> marks = pd::HostTimeline::marks(&dropped);
+      std::printf("host timeline of the last run (µs from the start of compute; thread 0 computes):\n");
+      double previous_us = 0;
+      for (const pd::HostTimelineMark& m : marks) {
+        std::printf("%10.1f  (+%7.1f)  t%d  %s\n", m.us, m.us - previous_us, m.thread, m.what);
+        previous_us = m.us;
+      }
+      if (dropped > 0) std::printf("(%zu marks past the record's capacity not kept)\n", dropped);
+    }
     return 0;
   } catch (const pd::Error& e) {
     std::cerr << "protondose-engine-bench: [" << pd::category_name(e.category()) << "] " << e.what() << "\n";

@@ -7,6 +7,7 @@
 /// beam (layers, grid, groups, tables) on the host and hands the executor
 /// plain numbers and small tables. Private to the engine.
 
+#include <climits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -136,6 +137,31 @@ inline void check_halo_binning(const kernels::HaloBinning& h, int layer_images_c
   throw InternalError("halo binning: column bin " + std::to_string(h.column_bin) + " with factor " +
                       std::to_string(h.factor) + "; the layer images summed over " +
                       std::to_string(layer_images_column_bin) + " columns, and the factor must be a multiple of it");
+}
+
+/// The stack slices that make up each BEV depth slice, as the beam dose adds
+/// them (SuperpositionInput::groups on the GPU): group d lists, layer after
+/// layer in stack order, slice stack_offset + d of each layer with more than
+/// d slices. member_begin has bev_slices + 1 offsets into member_slices.
+struct DepthGroups {
+  std::vector<int> member_begin, member_slices;
+};
+
+inline DepthGroups depth_groups(const std::vector<HostLayerTables>& layers, int bev_slices) {
+  DepthGroups g;
+  g.member_begin.reserve(static_cast<std::size_t>(bev_slices) + 1);
+  g.member_begin.push_back(0);
+  for (int d = 0; d < bev_slices; ++d) {
+    for (const HostLayerTables& L : layers) {
+      if (d >= L.scalars.slices) continue;
+      const std::size_t slice = L.scalars.stack_offset + static_cast<std::size_t>(d);
+      if (slice > static_cast<std::size_t>(INT_MAX))
+        throw InternalError("depth groups: stack slice " + std::to_string(slice) + " past the int range");
+      g.member_slices.push_back(static_cast<int>(slice));
+    }
+    g.member_begin.push_back(static_cast<int>(g.member_slices.size()));
+  }
+  return g;
 }
 
 struct PlanDoseSummary {

@@ -11,6 +11,7 @@
 #include "beam_executor.h"
 #include "beam_geometry.h"
 #include "protondose/core/error.h"
+#include "protondose/core/host_timeline.h"
 #include "protondose/core/parallel.h"
 #include "protondose/gpu/device_superposition.h"
 #include "protondose/engine/bev_grid.h"
@@ -521,7 +522,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
   const bool to_water = options_.quantity == DoseQuantity::kDoseToWater;
   BeamExecutor& exec = *executor_;
   exec.set_patient(ct);
+  HostTimeline::mark("plan: begin");
   exec.begin_plan(og);
+  HostTimeline::mark("plan: begun");
   auto t0 = Clock::now();
   const auto stage_done = [&](double& field) {
     exec.synchronize();
@@ -673,7 +676,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       const BevGrid full = make_bev_grid(spec);
       full.validate("ray tracing");
       const kernels::BevGeometry full_geometry = geometry_of(full);
+      HostTimeline::mark("beam: layers and grid set up");
       exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame));
+      HostTimeline::mark("beam: trace launched");
       if (!spots_collected) collect_spots();  // while the GPU traces
       {
         // And what of the layers does not depend on the cropping: the GPU
@@ -682,7 +687,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(layers[li], li, staged[li]);
         exec.stage_beam_layers(full_geometry, staged);
       }
+      HostTimeline::mark("beam: spots collected, layers staged");
       const TraceSummary traced = exec.trace_summary();
+      HostTimeline::mark("beam: trace summary back");
       // Crop: from where the first ray meets material (dose to water is
       // reported in the air of the CT too, as the Monte Carlo references do)
       // to where the last pencil passes its range cut-off.
@@ -700,6 +707,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       grid = full;
       grid.depth0_mm = full.depth_mm(first);
       grid.slices = slices;
+      HostTimeline::mark("beam: cut-offs back");
       stage_done(result.timings.ray_tracing_s);
 
       for (LayerWork& L : layers) {
@@ -801,6 +809,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         args.halo_column_bin = options_.nuclear_halo ? kernels::halo_column_bin(halo_nominal_factor) : 1;
         args.cutoff_sigmas = static_cast<float>(options_.cutoff_sigmas);
         args.spot_cutoff_sigmas = options_.cutoff_sigmas;
+        HostTimeline::mark("layers: tables built");
         const LayerImagesSummary images = exec.layer_images(args, stack_slices, tables, options_.nuclear_halo);
         stage_done(result.timings.layer_images_s);
         if (images.overshoot_px > 0 && attempt == 0) {
@@ -852,7 +861,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           halo_call_s = seconds_since(t_halo);
         }
         try {
+          HostTimeline::mark("superposition: core starts");
           bd.separable_slices += exec.superpose_stack(geometry, stack_slices, tables);
+          HostTimeline::mark("superposition: core done");
         } catch (...) {
           // A halo running alongside works in the executor's buffers, which
           // the next computation reuses: it ends before the error goes on.
@@ -863,6 +874,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           throw;
         }
         const std::optional<double> halo_alongside_s = exec.wait_halo();
+        HostTimeline::mark("superposition: halo awaited");
         stage_done(result.timings.superposition_s);
         // Run at once, the halo is a stage of its own; run alongside, the
         // superposition stage is the wall time of both, and the halo's own
@@ -922,6 +934,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     throw_bad_dose(og, summary.first_bad_voxel, summary.bad_value, "plan '" + plan.label + "'");
   result.max_dose_gy = summary.max_dose;
   stage_done(result.timings.checks_s);
+  HostTimeline::mark("plan: dose ready");
   result.timings.dose_ready_s = seconds_since(t_start);
   result.dose_gy = exec.plan_dose();
   stage_done(result.timings.download_s);

@@ -50,6 +50,9 @@ void check_span(const char* what, const ConstFloatSpan& span, const StackShape& 
 
 void validate_superposition_input(const SuperpositionInput& input,
                                   const SuperpositionOptions& options) {
+  if (input.groups.count != 0)
+    throw InputError("superposition: slice groups (SuperpositionInput::groups) are for device calls only "
+                     "(DeviceSuperposer::superpose_device); superpose() returns the whole stack");
   const StackShape& shape = input.shape;
   if (shape.slices <= 0 || shape.rows <= 0 || shape.cols <= 0) {
     std::ostringstream m;

@@ -90,3 +90,21 @@ TEST(HaloColumnSums, TheBinningReadsTheLayerImagesColumnSumsWithAFactorThatTiles
             std::string::npos)
       << m;
 }
+
+// The stack slices of each BEV depth, in the order the beam dose adds them:
+// layer by layer, each layer's slice d while it has one.
+TEST(DepthGroups, ListEachDepthsSlicesLayerByLayer) {
+  std::vector<pe::HostLayerTables> layers(3);
+  layers[0].scalars.stack_offset = 0;
+  layers[0].scalars.slices = 4;
+  layers[1].scalars.stack_offset = 4;
+  layers[1].scalars.slices = 2;
+  layers[2].scalars.stack_offset = 6;
+  layers[2].scalars.slices = 3;
+  const pe::DepthGroups g = pe::depth_groups(layers, 5);
+  EXPECT_EQ(g.member_begin, (std::vector<int>{0, 3, 6, 8, 9, 9}));
+  EXPECT_EQ(g.member_slices, (std::vector<int>{0, 4, 6, 1, 5, 7, 2, 8, 3}));
+  const pe::DepthGroups none = pe::depth_groups({}, 2);
+  EXPECT_EQ(none.member_begin, (std::vector<int>{0, 0, 0}));
+  EXPECT_TRUE(none.member_slices.empty());
+}

@@ -198,5 +198,24 @@ TEST(SuperposerFactory, CpuReferenceRoundsTheOracleToFloat) {
   for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(reference[i]));
 }
 
+// Slice groups are for device calls (slice_groups_gpu_test.cpp); the host
+// entry points return the whole stack and refuse them rather than ignore them.
+TEST(SliceGroupsHost, TheHostArrayCallsRefuseGroups) {
+  Stack st("one pixel", 1, 4, 4);
+  st.image[5] = 1.0f;
+  SuperpositionInput in = st.input();
+  int dummy[2] = {0, 0};
+  float out_plane[16] = {};
+  in.groups = {1, dummy, dummy, out_plane};
+  try {
+    superpose_cpu_reference(in, {});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("slice groups"), std::string::npos) << e.what();
+  }
+  std::vector<float> out(st.shape.pixel_count());
+  EXPECT_THROW(make_superposer(SuperpositionMethod::kCpuReference)->superpose(in, out.data()), InputError);
+}
+
 }  // namespace
 }  // namespace protondose

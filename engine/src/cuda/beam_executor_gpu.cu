@@ -20,6 +20,7 @@
 
 #include "../beam_executor.h"
 #include "protondose/core/error.h"
+#include "protondose/core/host_timeline.h"
 #include "protondose/core/task_thread.h"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
@@ -103,8 +104,9 @@ class PinnedStaging {
 /// One thread per (slice, ray): kernels::trace_sample. The thread's (col,
 /// row, slice) by multiplies and shifts (VoxelIndexer over cols × rows ×
 /// slices), not by four 64-bit divisions: the water cube's trace 168 → 154
-/// µs, 135 → 125 M instructions (H100, ncu). (The same in accumulate_kernel
-/// and halo_bin_kernel, both bound by memory, gained nothing.)
+/// µs, 135 → 125 M instructions (H100, ncu). (The same in the accumulation
+/// of the stack per depth, since moved into the superposer, and in
+/// halo_bin_kernel, both bound by memory, gained nothing.)
 __global__ void trace_sample_kernel(kernels::TraceInput in, kernels::TraceOutput out, kernels::VoxelIndexer samples) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= in.grid.plane() * static_cast<std::size_t>(in.grid.slices)) return;
@@ -352,7 +354,6 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
 }
 
-using kernels::StackLayer;
 
 /// A spot of the beam, in pixel units of the ray grid.
 struct DeviceSpot {
@@ -388,20 +389,6 @@ __global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const do
     const int r = cell / w, c = cell % w;
     atomicAdd(&plane[static_cast<std::size_t>(y_lo + r) * cols + x_lo + c], py[r] * wx[c]);
   }
-}
-
-/// BEV slice k of every ray gets Σ over layers with k < slices of the stack slice offset+k.
-/// One thread per BEV pixel; the layers are summed in order (deterministic).
-__global__ void accumulate_kernel(const float* stack, std::size_t plane, int bev_slices, const StackLayer* layers,
-                                  int layer_count, float* bev) {
-  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= plane * static_cast<std::size_t>(bev_slices)) return;
-  const int k = static_cast<int>(p / plane);
-  const std::size_t q = p % plane;
-  float v = bev[p];
-  for (int l = 0; l < layer_count; ++l)
-    if (k < layers[l].slices) v += stack[(layers[l].offset + static_cast<std::size_t>(k)) * plane + q];
-  bev[p] = v;
 }
 
 /// One thread per coarse pixel of the halo stack, from the layer kernel's
@@ -735,10 +722,12 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (n <= UINT32_MAX && trace_pixels_ <= UINT32_MAX) launch_for_bin(unsigned{});
     else launch_for_bin(std::size_t{});
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
+    HostTimeline::mark("layers: layer kernel launched");
     start_plan_host_volume();
     if (halo) spawn_halo_thread();  // while the layer kernel runs
     copy_to_host(&pinned_->layer_back, sums_.get(), sizeof(LayerSums));
     const LayerSums sums = pinned_->layer_back;
+    HostTimeline::mark("layers: done (sums back)");
     LayerImagesSummary out;
     out.energy_mev = sums.energy;
     out.overshoot_px = sums.overshoot;
@@ -750,9 +739,18 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   std::size_t superpose_stack(const BevGeometry& g, std::size_t stack_slices,
                               const std::vector<HostLayerTables>& layers) override {
+    // The stack's slices summed per depth into the beam's BEV dose by the
+    // superposer (SuperpositionInput::groups): its column pass adds the
+    // uniform slices there directly, instead of writing the stack's output
+    // for a pass of our own to read back (0.78 GB on the water cube). The
+    // groups go up from the pinned staging, free again: layer_images read
+    // its sums back, so its copies are done.
+    const int bev_slices = static_cast<int>(bev_pixels_ / g.plane());
+    const DepthGroups groups = depth_groups(layers, bev_slices);
+    upload_groups(groups, group_begin_, group_members_);
     // The superposer runs in a stream of its own and waits for it before it
-    // returns: the layer images must be complete when it starts, and its
-    // output may be used in this stream right after.
+    // returns: the layer images and the groups must be in place when it
+    // starts, and its output may be used in this stream right after.
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     const std::size_t n = stack_slices * g.plane();
     stack_out_.reserve(n);
@@ -764,16 +762,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The layer kernel's summary of this stack: the superposer's analysis
     // then reads only the slices it leaves open.
     if (summary_slices_ == stack_slices) in.slice_summary = slice_summary_.get();
-    superposer_.superpose_device(in, stack_out_.get());
-    // From the pinned staging (free again: the stream was drained above).
-    upload_staging_.begin(PinnedStaging::bytes_for<StackLayer>(layers.size()));
-    StackLayer* sl = upload_staging_.take<StackLayer>(layers.size());
-    for (std::size_t l = 0; l < layers.size(); ++l) sl[l] = {layers[l].scalars.stack_offset, layers[l].scalars.slices};
-    upload(stack_layers_, sl, layers.size(), stream_);
-    accumulate_kernel<<<blocks_for(bev_pixels_), kThreads, 0, stream_>>>(stack_out_.get(), g.plane(),
-                                                             static_cast<int>(bev_pixels_ / g.plane()),
-                                                             stack_layers_.get(), static_cast<int>(layers.size()), bev_.get());
-    PD_CUDA_CHECK_LAUNCH("accumulate_kernel");
+    in.groups = {bev_slices, group_begin_.get(), group_members_.get(), bev_.get()};
+    superposer_.superpose_device(in, stack_out_.get());  // stack_out_: the superposer's scratch
     return static_cast<std::size_t>(superposer_.last_split().separable_slices);
   }
 
@@ -789,7 +779,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     check_halo_binning(h, halo_column_bin_);
     if (!halo_job_pending_) throw InternalError("start_halo: no layer images with a halo before it");
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums
-    HaloJob job{std::chrono::steady_clock::now(), hg, h, stack_slices, halo_layers_of(layers, stack_slices),
+    HaloJob job{std::chrono::steady_clock::now(), hg, h, stack_slices, halo_layers_of(layers, stack_slices, hg.slices),
                 beam_from_out_index};
     halo_job_pending_ = false;
     halo_job_.set_value(std::move(job));
@@ -805,10 +795,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
 
   /// What the halo needs of the layers: each stack slice's depth slice, and
-  /// each layer's place in the stack.
+  /// the stack slices of each depth (its superposition's groups).
   struct HaloLayers {
     std::vector<int> depth_slice;
-    std::vector<StackLayer> stack_layers;
+    DepthGroups groups;
   };
 
   /// What start_halo hands to the halo's thread.
@@ -844,20 +834,34 @@ class GpuBeamExecutor final : public BeamExecutor {
     halo_run_ = std::async(std::launch::async, [this, job = std::move(job)]() mutable -> std::optional<double> {
       const std::optional<HaloJob> j = job.get();
       if (!j) return std::nullopt;
+      HostTimeline::mark("halo thread: job");
       PD_CUDA_CHECK(cudaSetDevice(device_));
       bin_halo(j->coarse, j->binning, j->stack_slices, j->layers.depth_slice);
       run_halo(j->coarse, j->stack_slices, j->layers, j->beam_from_out_index);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - j->start).count();
     });
   }
-  static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices) {
+  static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices,
+                                   int bev_slices) {
     HaloLayers hl;
     hl.depth_slice.assign(stack_slices, 0);
-    for (const HostLayerTables& L : layers) {
-      hl.stack_layers.push_back({L.scalars.stack_offset, L.scalars.slices});
+    for (const HostLayerTables& L : layers)
       for (int k = 0; k < L.scalars.slices; ++k) hl.depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
-    }
+    hl.groups = depth_groups(layers, bev_slices);
     return hl;
+  }
+
+  /// A DepthGroups' two arrays to the device, in stream_, through the pinned
+  /// staging (whose earlier copies must be done).
+  void upload_groups(const DepthGroups& groups, DeviceBuffer<int>& begin, DeviceBuffer<int>& members) {
+    upload_staging_.begin(PinnedStaging::bytes_for<int>(groups.member_begin.size()) +
+                          PinnedStaging::bytes_for<int>(groups.member_slices.size()));
+    int* b = upload_staging_.take<int>(groups.member_begin.size());
+    int* m = upload_staging_.take<int>(groups.member_slices.size());
+    std::copy(groups.member_begin.begin(), groups.member_begin.end(), b);
+    std::copy(groups.member_slices.begin(), groups.member_slices.end(), m);
+    upload(begin, b, groups.member_begin.size(), stream_);
+    upload(members, m, groups.member_slices.size(), stream_);
   }
 
   /// Queues the binning of the layer images' halo sums onto the coarse grid
@@ -897,6 +901,11 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     const std::size_t hplane = hg.plane(), n = stack_slices * hplane;
     float* image = halo_in_.get();
+    // The coarse stack summed per depth into halo_bev_ by the superposer, as the core's.
+    const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
+    zero(halo_bev_, halo_bev_pixels, halo_stream_);
+    upload(halo_group_begin_, hl.groups.member_begin.data(), hl.groups.member_begin.size(), halo_stream_);
+    upload(halo_group_members_, hl.groups.member_slices.data(), hl.groups.member_slices.size(), halo_stream_);
     PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
     halo_stack_out_.reserve(n);
     SuperpositionInput in;
@@ -905,16 +914,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.sigma_x_px = {image + n, n};
     in.sigma_y_px = {image + 2 * n, n};
     in.slice_summary = halo_slice_summary_.get();  // bin_halo's
-    halo_superposer_.superpose_device(in, halo_stack_out_.get());
-    const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
-    zero(halo_bev_, halo_bev_pixels, halo_stream_);
-    upload(halo_stack_layers_, hl.stack_layers.data(), hl.stack_layers.size(), halo_stream_);
-    accumulate_kernel<<<blocks_for(halo_bev_pixels), kThreads, 0, halo_stream_>>>(
-        halo_stack_out_.get(), hplane, hg.slices, halo_stack_layers_.get(), static_cast<int>(hl.stack_layers.size()),
-        halo_bev_.get());
-    PD_CUDA_CHECK_LAUNCH("accumulate_kernel (halo)");
+    in.groups = {hg.slices, halo_group_begin_.get(), halo_group_members_.get(), halo_bev_.get()};
+    halo_superposer_.superpose_device(in, halo_stack_out_.get());  // returns with it done
     pending_halo_ = hg;  // resampled by finish_beam, with the core's dose
-    PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
+    HostTimeline::mark("halo thread: done");
   }
 
   /// The plan's last beam also scales and checks the plan in the same pass,
@@ -935,6 +938,7 @@ class GpuBeamExecutor final : public BeamExecutor {
         dose_to_water ? current_->output_rsp() : current_->output_density(), plan_.get(), &d->beam_first_bad,
         &d->dose_times_density, plan_check);
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
+    HostTimeline::mark("finish: resampling launched");
     pending_halo_.reset();
     copy_to_host(&pinned_->finish_back, sums_.get(), sizeof(Sums));
     const Sums sums = pinned_->finish_back;
@@ -1305,9 +1309,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* download_staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
   cudaEvent_t download_staged_[2] = {nullptr, nullptr};  ///< a chunk has landed in download_staging_[b]
-  DeviceBuffer<StackLayer> stack_layers_;
+  DeviceBuffer<int> group_begin_, group_members_;  ///< the stack's depth groups (superpose_stack)
   DeviceBuffer<float> halo_stack_out_;  ///< the halo's superposition output (run_halo)
-  DeviceBuffer<StackLayer> halo_stack_layers_;
+  DeviceBuffer<int> halo_group_begin_, halo_group_members_;  ///< the coarse stack's (run_halo)
   DeviceBuffer<kernels::LayerTables<float>> device_layers_;
   // Last, so that they join first on destruction, while what their tasks
   // use still exists: the plan dose's host volume (start_plan_host_volume)

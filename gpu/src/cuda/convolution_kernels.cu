@@ -33,6 +33,7 @@ constexpr int kColumnTileCols = 32;    // column pass: 32 columns ...
 constexpr int kColumnTileRows = 128;   // ... × 128 rows per block, 8 rows of threads,
 constexpr int kColumnThreadRows = 8;   // each summing blocks of 8 adjacent rows of its column
 constexpr int kColumnOutputs = 8;
+static_assert(kColumnTileRows % (kColumnThreadRows * kColumnOutputs) == 0, "whole passes of 8-row blocks per tile");
 constexpr int kLoadBatch = 8;          // row pass: global loads in flight per thread
 constexpr int kSeparableBlocksPerSm = 6;  // 6 blocks of 256 threads per SM (≤ 40 registers)
 constexpr int kDirectTile = 32;        // direct shared-tile: 32 × 32 outputs per block
@@ -212,6 +213,103 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
   }
 }
 
+/// Column pass into groups of slices (SuperpositionInput::groups): block
+/// (32 × 128 output tile, group g = blockIdx.z) adds to out[g] the group's
+/// member slices one after another, each as convolve_columns_kernel computes
+/// it from the row pass's intermediate (uniform slices: uniform_index[slice]
+/// = k ≥ 0) or as the scatter left it in `scattered` (the others, −1): the
+/// same float sums, added in the same order as a pass over the ungrouped
+/// output would add them — without writing the uniform slices' output and
+/// reading it back (the engine's water cube: 0.78 GB of traffic per beam).
+/// The group's sums stay in shared memory (16 per thread): in registers, on
+/// top of the pass's window and sums, they spilled even at 80 registers.
+/// 4 blocks per SM (≤ 64 registers; 6 spilled, and their shared memory, 38 KB
+/// a block at the water cube's r 21, would not fit 6 anyway).
+constexpr int kGroupedPasses = kColumnTileRows / (kColumnThreadRows * kColumnOutputs);  // 8-row blocks per thread
+constexpr int kGroupedSumFloats = kGroupedPasses * kColumnOutputs * kColumnTileCols * kColumnThreadRows;
+
+int grouped_column_shared_bytes(int max_radius) {
+  return column_shared_bytes(max_radius) + kGroupedSumFloats * static_cast<int>(sizeof(float));
+}
+
+__global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
+    convolve_columns_grouped_kernel(ConvolutionParams p, GroupedColumns g, int first_group, const float* in) {
+  extern __shared__ float smem[];
+  constexpr int kThreads = kColumnTileCols * kColumnThreadRows;
+  const int group = first_group + blockIdx.z;
+  const int x = blockIdx.x * kColumnTileCols + threadIdx.x;
+  const int y0 = blockIdx.y * kColumnTileRows;
+  const int rows = min(kColumnTileRows, p.rows - y0);
+  const bool inside = x < p.cols;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  const std::size_t tile_origin = static_cast<std::size_t>(y0) * p.cols + x;
+  const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
+  float* acc = smem;                                // [pass · 8 + j][thread]: output row (ty + 8·pass)·8 + j
+  float* weights = smem + kGroupedSumFloats;        // 2R + 1: wy[|u − R|]
+  float* tile = weights + 2 * p.max_radius + 1;     // (kColumnTileRows + 2R) × kColumnTileCols
+  // Output row of the thread's sum q = pass · 8 + j.
+  const auto row_of = [](int q) { return (static_cast<int>(threadIdx.y) + q / kColumnOutputs * kColumnThreadRows) *
+                                             kColumnOutputs + q % kColumnOutputs; };
+  float* group_out = g.out + static_cast<std::size_t>(group) * plane + tile_origin;
+#pragma unroll 4
+  for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
+    const int r = row_of(q);
+    acc[q * kThreads + tid] = inside && r < rows ? group_out[static_cast<std::size_t>(r) * p.cols] : 0.0f;
+  }
+  for (int m = g.member_begin[group]; m < g.member_begin[group + 1]; ++m) {
+    const int s = g.member_slices[m];
+    const int k = g.uniform_index[s];  // the same for the whole block
+    if (k < 0) {  // a scattered (or empty) slice: its output as the scatter left it
+      const float* from = g.scattered + static_cast<std::size_t>(s) * plane + tile_origin;
+    #pragma unroll 4
+  for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
+        const int r = row_of(q);
+        if (inside && r < rows) acc[q * kThreads + tid] += from[static_cast<std::size_t>(r) * p.cols];
+      }
+      continue;
+    }
+    const int R = p.radius_y[k];
+    __syncthreads();  // the previous member's tile is no longer read
+    for (int u = tid; u <= 2 * R; u += kThreads) weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
+    const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
+    const float* column_in = in + static_cast<std::size_t>(k) * plane + x;
+#pragma unroll 8
+    for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
+      const unsigned y = y0 - R + r;
+      tile[r * kColumnTileCols + threadIdx.x] =
+          inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
+    }
+    __syncthreads();
+    if (!inside) continue;
+#pragma unroll 1
+    for (int pass = 0; pass < kGroupedPasses; ++pass) {
+      const int r0 = (threadIdx.y + pass * kColumnThreadRows) * kColumnOutputs;
+      if (r0 >= rows) break;
+      // convolve_columns_kernel's sums, term for term.
+      const float* column = tile + r0 * kColumnTileCols + threadIdx.x;
+      float sum[kColumnOutputs] = {}, window[kColumnOutputs];
+#pragma unroll
+      for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
+#pragma unroll 8
+      for (int u = 0; u <= 2 * R; ++u) {
+#pragma unroll
+        for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
+        window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
+        const float w = weights[u];
+#pragma unroll
+        for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kColumnOutputs; ++j) acc[(pass * kColumnOutputs + j) * kThreads + tid] += sum[j];
+    }
+  }
+#pragma unroll 4
+  for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
+    const int r = row_of(q);
+    if (inside && r < rows) group_out[static_cast<std::size_t>(r) * p.cols] = acc[q * kThreads + tid];
+  }
+}
+
 /// Direct 2D, one thread per output pixel, image from global memory; the 2D
 /// kernel from global memory (kKernelInConstantMemory = false, report 1's first
 /// design) or from constant memory, broadcast to the warp (true).
@@ -275,24 +373,47 @@ void set_convolution_shared_memory_limits(int max_radius) {
     PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
     PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        column_shared_bytes(radius)));
+    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_grouped_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       grouped_column_shared_bytes(radius)));
   });
 }
 
-void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out,
-                      cudaStream_t stream) {
+constexpr int kMaxGridZ = 65535;
+
+void launch_separable_rows(const ConvolutionParams& p, const float* in, float* scratch, cudaStream_t stream) {
   const RowTile tile = row_tile(p.rows, p.cols);
   const int row_bytes = row_shared_floats(tile, p.max_radius) * static_cast<int>(sizeof(float));
-  const int column_bytes = column_shared_bytes(p.max_radius);
-  constexpr int kMaxGridZ = 65535;
   for (int first = 0; first < p.slices; first += kMaxGridZ) {
     const int n = std::min(kMaxGridZ, p.slices - first);
     convolve_rows_kernel<<<dim3((p.cols + tile.cols - 1) / tile.cols, (p.rows + tile.rows - 1) / tile.rows, n),
                            kRowThreads, row_bytes, stream>>>(p, first, tile, in, scratch);
     PD_CUDA_CHECK_LAUNCH("convolve_rows_kernel");
+  }
+}
+
+void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out,
+                      cudaStream_t stream) {
+  launch_separable_rows(p, in, scratch, stream);
+  const int column_bytes = column_shared_bytes(p.max_radius);
+  for (int first = 0; first < p.slices; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, p.slices - first);
     convolve_columns_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
                                    (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
                               dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, first, scratch, out);
     PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
+  }
+}
+
+void launch_grouped_columns(const ConvolutionParams& p, const GroupedColumns& g, const float* scratch,
+                            cudaStream_t stream) {
+  const int column_bytes = grouped_column_shared_bytes(p.max_radius);
+  for (int first = 0; first < g.count; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, g.count - first);
+    convolve_columns_grouped_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
+                                           (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
+                                      dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, g, first,
+                                                                                                        scratch);
+    PD_CUDA_CHECK_LAUNCH("convolve_columns_grouped_kernel");
   }
 }
 

@@ -34,12 +34,31 @@ __device__ inline unsigned long long to_fixed(float value, double scale) {
   return static_cast<unsigned long long>(llrint(static_cast<double>(value) * scale));
 }
 
+/// The column pass into groups of slices (SuperpositionInput::groups):
+/// out[g] += the group's member slices in order, each from the row pass's
+/// intermediate where uniform_index[slice] = k ≥ 0 (entry k of the
+/// ConvolutionParams), else from `scattered` (the stack's output, where the
+/// scatter left the other slices).
+struct GroupedColumns {
+  int count = 0;
+  const int* member_begin = nullptr;   ///< count + 1
+  const int* member_slices = nullptr;
+  const int* uniform_index = nullptr;  ///< [stack slice]: its entry k, −1 if not uniform
+  const float* scattered = nullptr;    ///< [stack slice][row][col]
+  float* out = nullptr;                ///< [group][row][col], added into
+};
+
 /// Raises the dynamic shared-memory limits of the separable passes to what
 /// radius max_radius needs (once per size; grow-only).
 void set_convolution_shared_memory_limits(int max_radius);
 /// The separable row and column passes (in → scratch → out; scratch holds
 /// p.slices planes), grids chunked at 65,535 slices.
 void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out, cudaStream_t stream);
+/// The row pass alone (in → scratch).
+void launch_separable_rows(const ConvolutionParams& p, const float* in, float* scratch, cudaStream_t stream);
+/// The column pass from the row pass's scratch into the groups of `g`.
+void launch_grouped_columns(const ConvolutionParams& p, const GroupedColumns& g, const float* scratch,
+                            cudaStream_t stream);
 
 /// Radii and 1D/2D weights computed on the host from the per-slice σ.
 struct PreparedConvolution {

@@ -10,6 +10,7 @@
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/core/error.h"
+#include "protondose/core/host_timeline.h"
 #include "protondose/gpu/device_superposition.h"
 #include "superposition_kernels.cuh"
 
@@ -122,6 +123,10 @@ struct DeviceSuperposer::Impl {
                                options.tile_dispatch == TileDispatch::kFromHost);
     p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
     p.slice_summary = in.slice_summary;
+    if (in.groups.count < 0 ||
+        (in.groups.count > 0 && (!in.groups.member_begin || !in.groups.member_slices || !in.groups.out)))
+      throw InputError("superposition: slice groups need their offsets, member slices and output (device arrays)");
+    p.groups = in.groups;
 
     scratch.reserve(cuda::analysis_bytes(p));
     const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
@@ -139,6 +144,7 @@ struct DeviceSuperposer::Impl {
     }
 
     cuda::launch_analyse(p, a, stream);
+    HostTimeline::mark("superposer: analysis launched");
     cuda::DispatchCounts counts;
     switch (method) {
       case SuperpositionMethod::kGpuScatterTiled:
@@ -162,6 +168,7 @@ struct DeviceSuperposer::Impl {
       case SuperpositionMethod::kCpuReference: throw InternalError("CPU method on the GPU runner");
     }
     if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
+    if (p.groups.count > 0 && !counts.grouped) cuda::launch_group_sums(p, stream);
     last_split = {counts.uniform_slices, counts.scatter_tiles};
 
     unsigned long long first_invalid = 0;
@@ -174,6 +181,7 @@ struct DeviceSuperposer::Impl {
       PD_CUDA_CHECK(cudaMemcpyAsync(&device_launch_error, a.device_launch_error, sizeof(device_launch_error),
                                     cudaMemcpyDeviceToHost, stream));
     PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    HostTimeline::mark("superposer: done");
     if (device_launch_error != 0)
       cuda::throw_cuda_error(static_cast<cudaError_t>(device_launch_error),
                              "a tile bucket's launch by the device-side dispatcher", __FILE__, __LINE__);

@@ -11,6 +11,7 @@
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/per_device_setting.cuh"
 #include "protondose/core/error.h"
+#include "protondose/core/host_timeline.h"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "superposition_device.cuh"
 #include "superposition_kernels.cuh"
@@ -217,10 +218,14 @@ __device__ inline bool slice_is_separable(const StackParams& p, const StackAnaly
 /// Each bucket has room for every tile.
 __global__ void bucket_tiles_kernel(StackParams p, StackAnalysis a) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < p.slices && slice_is_separable(p, a, t)) {
-    const int slot = atomicAdd(a.bucket_count + kUniformSliceCountSlot, 1);
-    a.uniform_slices[slot] = t;
-    atomicMax(a.bucket_count + kUniformMaxRadiusSlot, a.slice_radius[t]);
+  if (t < p.slices) {
+    int slot = -1;
+    if (slice_is_separable(p, a, t)) {
+      slot = atomicAdd(a.bucket_count + kUniformSliceCountSlot, 1);
+      a.uniform_slices[slot] = t;
+      atomicMax(a.bucket_count + kUniformMaxRadiusSlot, a.slice_radius[t]);
+    }
+    a.uniform_index[t] = slot;
   }
   if (t >= p.tile_count()) return;
   const int radius = a.tile_radius[t];
@@ -560,6 +565,19 @@ __global__ void uniform_slice_weights_kernel(StackParams p, StackAnalysis a, int
   }
 }
 
+/// launch_group_sums: one thread per pixel of a group's plane.
+__global__ void group_sums_kernel(StackParams p, int first_group) {
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const int g = first_group + blockIdx.y;
+  if (i >= plane) return;
+  float* out = p.groups.out + static_cast<std::size_t>(g) * plane + i;
+  float v = *out;
+  for (int m = p.groups.member_begin[g]; m < p.groups.member_begin[g + 1]; ++m)
+    v += p.out[static_cast<std::size_t>(p.groups.member_slices[m]) * plane + i];
+  *out = v;
+}
+
 __global__ void fixed_to_float_kernel(StackParams p, std::size_t count) {
   const double inverse = 1.0 / *p.fixed_scale;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -632,7 +650,8 @@ std::size_t analysis_bytes(const StackParams& p) {
   return align16(sizeof(double)) + align16(sizeof(unsigned long long)) + align16(sizeof(unsigned int)) + align16(sizeof(int)) +
          align16(kBucketCountSlots * sizeof(int)) + align16(kBucketCount * tiles * sizeof(int)) +
          align16(slices * sizeof(int)) + align16(tiles * sizeof(int)) + align16(4 * slices * sizeof(unsigned int)) +
-         align16(slices * sizeof(int)) + align16(slices * sizeof(int)) + align16(sizeof(int));
+         align16(slices * sizeof(int)) + align16(slices * sizeof(int)) + align16(sizeof(int)) +
+         align16(slices * sizeof(int));
 }
 
 StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
@@ -656,6 +675,7 @@ StackAnalysis analysis_layout(const StackParams& p, void* scratch) {
   a.uniform_slices = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
   a.read_slices = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
   a.read_slice_count = reinterpret_cast<int*>(take(sizeof(int)));
+  a.uniform_index = reinterpret_cast<int*>(take(p.slices * sizeof(int)));
   return a;
 }
 
@@ -687,8 +707,11 @@ double pixel_count_of(const StackParams& p) {
 /// for r ≤ kMaxTileRadiusPx, the global-atomics kernel for the general bucket.
 /// The separable row and column passes of convolution_kernels.cu over the
 /// `count` uniform slices of the analysis, radii up to max_radius.
-void launch_separable_uniform_slices(const StackParams& p, const StackAnalysis& a, int count, int max_radius,
-                                     SeparableScratch& scratch, cudaStream_t stream) {
+/// With p.groups (and no fixed-point output), only the row pass: the column
+/// pass then sums into the groups (launch_grouped_columns) once the
+/// scatter has written the other slices.
+ConvolutionParams launch_separable_uniform_slices(const StackParams& p, const StackAnalysis& a, int count,
+                                                  int max_radius, SeparableScratch& scratch, cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(count);
   const int stride = max_radius + 1;
   scratch.rows.reserve(n * p.rows * p.cols);
@@ -710,7 +733,11 @@ void launch_separable_uniform_slices(const StackParams& p, const StackAnalysis& 
                                                          scratch.weights.get(), scratch.weights.get() + n * stride);
   PD_CUDA_CHECK_LAUNCH("uniform_slice_weights_kernel");
   set_convolution_shared_memory_limits(max_radius);
-  launch_separable(c, p.image, scratch.rows.get(), p.out, stream);
+  if (p.groups.count > 0 && !p.out_fixed)
+    launch_separable_rows(c, p.image, scratch.rows.get(), stream);
+  else
+    launch_separable(c, p.image, scratch.rows.get(), p.out, stream);
+  return c;
 }
 
 template <class LaunchRadius>
@@ -721,6 +748,7 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
   int counts[kBucketCountSlots];
   PD_CUDA_CHECK(cudaMemcpyAsync(counts, a.bucket_count, sizeof counts, cudaMemcpyDeviceToHost, stream));
   PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  HostTimeline::mark("superposer: bucket counts back");
   DispatchCounts dispatched;
   dispatched.uniform_slices = counts[kUniformSliceCountSlot];
   // The output was not cleared up front (DeviceSuperposer): the column pass
@@ -739,9 +767,10 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
     clear_scattered_slices_kernel<<<dim3(blocks_per_slice, static_cast<unsigned>(p.slices)), 256, 0, stream>>>(p, a);
     PD_CUDA_CHECK_LAUNCH("clear_scattered_slices_kernel");
   }
+  ConvolutionParams separable;
   if (dispatched.uniform_slices > 0)
-    launch_separable_uniform_slices(p, a, dispatched.uniform_slices, counts[kUniformMaxRadiusSlot],
-                                    separable_scratch, stream);
+    separable = launch_separable_uniform_slices(p, a, dispatched.uniform_slices, counts[kUniformMaxRadiusSlot],
+                                                separable_scratch, stream);
   for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
     if (counts[bucket] == 0) continue;
     const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
@@ -751,6 +780,19 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
       launch_radius(bucket, counts[bucket], tiles);
     PD_CUDA_CHECK_LAUNCH("scatter bucket");
     dispatched.scatter_tiles += counts[bucket];
+  }
+  // Groups: the uniform slices' column pass sums them, with the scattered
+  // slices the buckets above wrote, into each group's plane.
+  if (dispatched.uniform_slices > 0 && p.groups.count > 0 && !p.out_fixed) {
+    GroupedColumns g;
+    g.count = p.groups.count;
+    g.member_begin = p.groups.member_begin;
+    g.member_slices = p.groups.member_slices;
+    g.uniform_index = a.uniform_index;
+    g.scattered = p.out;
+    g.out = p.groups.out;
+    launch_grouped_columns(separable, g, separable_scratch.rows.get(), stream);
+    dispatched.grouped = true;
   }
   return dispatched;
 }
@@ -874,6 +916,16 @@ void launch_gather_exact(const StackParams& p, const StackAnalysis& a, cudaStrea
   const dim3 grid((p.cols + 31) / 32, (p.rows + 7) / 8, p.slices);
   gather_exact_kernel<<<grid, block, 0, stream>>>(p, a.slice_radius);
   PD_CUDA_CHECK_LAUNCH("gather_exact_kernel");
+}
+
+void launch_group_sums(const StackParams& p, cudaStream_t stream) {
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  constexpr int kMaxGridY = 65535;
+  for (int first = 0; first < p.groups.count; first += kMaxGridY) {
+    const unsigned n = static_cast<unsigned>(std::min(kMaxGridY, p.groups.count - first));
+    group_sums_kernel<<<dim3(static_cast<unsigned>((plane + 255) / 256), n), 256, 0, stream>>>(p, first);
+    PD_CUDA_CHECK_LAUNCH("group_sums_kernel");
+  }
 }
 
 void launch_fixed_to_float(const StackParams& p, cudaStream_t stream) {

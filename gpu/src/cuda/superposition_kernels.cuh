@@ -44,6 +44,8 @@ struct StackParams {
   bool separable_uniform_slices = false;
   /// SuperpositionInput::slice_summary (null: every slice analysed).
   const unsigned long long* slice_summary = nullptr;
+  /// SuperpositionInput::groups (count 0: none).
+  SuperpositionInput::SliceGroups groups;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
 
@@ -55,6 +57,7 @@ struct StackAnalysis {
   /// non-zero pixels (non-negative floats order as their bits).
   unsigned int* slice_sigma_bits = nullptr;
   int* uniform_slices = nullptr;  ///< [slice]: the uniform slices, bucket_count[kUniformSliceCountSlot] of them
+  int* uniform_index = nullptr;   ///< [slice]: its place in uniform_slices, −1 if it is not there
   /// [slice]: the slices the analysis pass reads (all but those the stack's
   /// summary settles), read_slice_count of them, in no particular order.
   int* read_slices = nullptr;
@@ -107,6 +110,9 @@ enum class BucketLaunch {
 struct DispatchCounts {
   int uniform_slices = 0;  ///< slices run as separable passes
   int scatter_tiles = 0;   ///< non-zero tiles run by the scatter (all buckets)
+  /// p.groups were summed (by the separable column pass); else the caller
+  /// sums them from p.out (launch_group_sums).
+  bool grouped = false;
 };
 DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
                                     SeparableScratch& separable_scratch, cudaStream_t stream);
@@ -152,5 +158,8 @@ void launch_scatter_atomic(const StackParams& p, cudaStream_t stream);
 void launch_gather_exact(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
 /// Deterministic mode: converts the fixed-point accumulator into p.out.
 void launch_fixed_to_float(const StackParams& p, cudaStream_t stream);
+/// p.groups from the whole output p.out: each group's plane += its member
+/// slices in order (the paths whose column pass did not sum them).
+void launch_group_sums(const StackParams& p, cudaStream_t stream);
 
 }  // namespace protondose::cuda

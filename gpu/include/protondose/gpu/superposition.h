@@ -73,6 +73,22 @@ struct SuperpositionInput {
   /// Superposer::superpose (host arrays) ignores it: it copies only the three
   /// arrays to the device.
   const unsigned long long* slice_summary = nullptr;
+  /// Optional, device calls only: the output's slices summed in groups, for
+  /// a caller that adds slices together anyway (the engine: the layers'
+  /// slices at each depth). Group g's plane, out[g], gets the output slices
+  /// member_slices[member_begin[g]] … [member_begin[g + 1] − 1] added to it,
+  /// one after another in that order, in float — bitwise what adding the
+  /// ungrouped output's slices to it would give. The uniform-σ slices are
+  /// then summed in their column pass and written nowhere else: d_output is
+  /// scratch, its contents unspecified afterwards. Superposer::superpose
+  /// (host arrays) refuses groups.
+  struct SliceGroups {
+    int count = 0;                        ///< groups (0: none)
+    const int* member_begin = nullptr;    ///< device, count + 1 offsets into member_slices
+    const int* member_slices = nullptr;   ///< device, stack slices, each in at most one group
+    float* out = nullptr;                 ///< device, count × rows × cols: added into
+  };
+  SliceGroups groups = {};
 };
 
 /// Fields of SuperpositionInput::slice_summary, in their order.
