@@ -139,6 +139,22 @@ std::vector<float> random_start(const Groups& g, const Stack& st) {
   return start;
 }
 
+/// Runs the variant ungrouped and grouped (from random group planes) and
+/// expects the groups to be the ungrouped slices added in member order:
+/// bitwise, or (where the scatter's float atomics add in another order from
+/// run to run) to 10⁻⁶ of the largest value.
+void expect_groups_match(const Variant& v, const Stack& st, const Groups& g, bool bitwise) {
+  const std::vector<float> start = random_start(g, st);
+  std::vector<float> ungrouped, grouped;
+  run(v.method, v.options, st, g, start, &ungrouped, &grouped);
+  const GroupDifference d = compare_groups(st, g, start, ungrouped, grouped);
+  EXPECT_GT(d.expected_max, 3.0) << "vacuous: the slices added nothing";
+  if (bitwise)
+    EXPECT_EQ(d.differing, 0u) << v.name << ": max relative difference " << d.relative;
+  else
+    EXPECT_LE(d.relative, 1e-6) << v.name << ": " << d.differing << " values differ";
+}
+
 /// Whether two runs of the variant give bitwise the same output on a stack
 /// whose slices all run separable or are empty: deterministic paths, and
 /// host-launched buckets with the separable passes (the float atomics of the
@@ -155,15 +171,7 @@ TEST_P(SliceGroups, OfUniformAndEmptySlicesAreTheUngroupedOnesAddedInOrder) {
   Stack st = mixed_stack();
   for (int s : {1, 3, 6, 8}) make_slice_uniform(st, s, 0.3f + 0.7f * s, 1.1f + 0.2f * s);
   const Groups g;
-  const std::vector<float> start = random_start(g, st);
-  std::vector<float> ungrouped, grouped;
-  run(v.method, v.options, st, g, start, &ungrouped, &grouped);
-  const GroupDifference d = compare_groups(st, g, start, ungrouped, grouped);
-  EXPECT_GT(d.expected_max, 3.0) << "vacuous: the slices added nothing";
-  if (reproducible_on_uniform_slices(v))
-    EXPECT_EQ(d.differing, 0u) << v.name << ": max relative difference " << d.relative;
-  else
-    EXPECT_LE(d.relative, 1e-6) << v.name << ": " << d.differing << " values differ";
+  expect_groups_match(v, st, g, reproducible_on_uniform_slices(v));
 }
 
 // Scattered slices among them: bitwise where the scatter is deterministic
@@ -173,16 +181,7 @@ TEST_P(SliceGroups, WithScatteredSlicesAreTheUngroupedOnesAddedInOrder) {
   const Variant& v = GetParam();
   const Stack st = mixed_stack();
   const Groups g;
-  const std::vector<float> start = random_start(g, st);
-  std::vector<float> ungrouped, grouped;
-  run(v.method, v.options, st, g, start, &ungrouped, &grouped);
-  const GroupDifference d = compare_groups(st, g, start, ungrouped, grouped);
-  EXPECT_GT(d.expected_max, 3.0) << "vacuous: the slices added nothing";
-  const bool deterministic = v.options.deterministic || v.method == SuperpositionMethod::kGpuGatherExact;
-  if (deterministic)
-    EXPECT_EQ(d.differing, 0u) << v.name << ": max relative difference " << d.relative;
-  else
-    EXPECT_LE(d.relative, 1e-6) << v.name << ": " << d.differing << " values differ";
+  expect_groups_match(v, st, g, v.options.deterministic || v.method == SuperpositionMethod::kGpuGatherExact);
 }
 
 SuperpositionOptions with(bool deterministic, TileDispatch dispatch = TileDispatch::kFromHost,

@@ -153,6 +153,47 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
   }
 }
 
+/// The column passes' shared memory for one slice (entry k of the params,
+/// radius R): its weights wy[|u − R|] and the tile's column `x` with an
+/// apron of R rows (whole 8-row blocks), zeros outside the plane.
+__device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, int R, int rows, int y0, int x,
+                                                 bool inside, const float* in, float* weights, float* tile) {
+  const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
+  for (int u = tid; u <= 2 * R; u += kColumnTileCols * kColumnThreadRows)
+    weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
+  // The rows that the tile's threads read: whole 8-row blocks and the apron.
+  const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
+  const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
+#pragma unroll 8
+  for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
+    const unsigned y = y0 - R + r;  // < rows: inside the plane
+    tile[r * kColumnTileCols + threadIdx.x] =
+        inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
+  }
+}
+
+/// sum[j] = Σ_u w[u] · column[(j + u) · kColumnTileCols], u = 0 … 2R: 8
+/// adjacent outputs of a column through a window of 8 samples sliding down
+/// the taps. Unrolled by the window's length, the shifts are register
+/// renames, not moves.
+__device__ __forceinline__ void column_sums(const float* column, const float* weights, int R,
+                                            float (&sum)[kColumnOutputs]) {
+  float window[kColumnOutputs];
+#pragma unroll
+  for (int j = 0; j < kColumnOutputs; ++j) sum[j] = 0.0f;
+#pragma unroll
+  for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
+#pragma unroll 8
+  for (int u = 0; u <= 2 * R; ++u) {  // window[j]: output j's sample at tap u
+#pragma unroll
+    for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
+    window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
+    const float w = weights[u];
+#pragma unroll
+    for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
+  }
+}
+
 /// Column pass: a 32 × 128 output tile with an apron of R rows above and below;
 /// reads intermediate k, writes output slice s (ConvolutionParams::slice_of),
 /// the only writer of each of its pixels. Each thread sums blocks of 8 adjacent
@@ -170,37 +211,14 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
   const int rows = min(kColumnTileRows, p.rows - y0);
   float* weights = smem;                      // 2R + 1: wy[|u − R|]
   float* tile = smem + 2 * p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
-  const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
-  for (int u = tid; u <= 2 * R; u += kColumnTileCols * kColumnThreadRows)
-    weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
-  // The rows that the tile's threads read: whole 8-row blocks and the apron.
-  const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
-  const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
   const bool inside = x < p.cols;
-#pragma unroll 8
-  for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
-    const unsigned y = y0 - R + r;  // < rows: inside the plane
-    tile[r * kColumnTileCols + threadIdx.x] =
-        inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
-  }
+  load_column_tile(p, k, R, rows, y0, x, inside, in, weights, tile);
   __syncthreads();
   if (!inside) return;
   const double scale = p.out_fixed ? *p.fixed_scale : 0.0;
   for (int r0 = threadIdx.y * kColumnOutputs; r0 < rows; r0 += kColumnThreadRows * kColumnOutputs) {
-    const float* column = tile + r0 * kColumnTileCols + threadIdx.x;  // tile row r0: image row y0 + r0 − R
-    float sum[kColumnOutputs] = {}, window[kColumnOutputs];
-#pragma unroll
-    for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
-    // Unrolled by the window's length, the shifts are register renames, not moves.
-#pragma unroll 8
-    for (int u = 0; u <= 2 * R; ++u) {  // window[j]: output j's sample at tap u
-#pragma unroll
-      for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
-      window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
-      const float w = weights[u];
-#pragma unroll
-      for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
-    }
+    float sum[kColumnOutputs];
+    column_sums(tile + r0 * kColumnTileCols + threadIdx.x, weights, R, sum);  // tile row r0: image row y0 + r0 − R
 #pragma unroll
     for (int j = 0; j < kColumnOutputs; ++j) {
       if (r0 + j >= rows) break;
@@ -270,35 +288,15 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
     }
     const int R = p.radius_y[k];
     __syncthreads();  // the previous member's tile is no longer read
-    for (int u = tid; u <= 2 * R; u += kThreads) weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
-    const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
-    const float* column_in = in + static_cast<std::size_t>(k) * plane + x;
-#pragma unroll 8
-    for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
-      const unsigned y = y0 - R + r;
-      tile[r * kColumnTileCols + threadIdx.x] =
-          inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
-    }
+    load_column_tile(p, k, R, rows, y0, x, inside, in, weights, tile);
     __syncthreads();
     if (!inside) continue;
 #pragma unroll 1
     for (int pass = 0; pass < kGroupedPasses; ++pass) {
       const int r0 = (threadIdx.y + pass * kColumnThreadRows) * kColumnOutputs;
       if (r0 >= rows) break;
-      // convolve_columns_kernel's sums, term for term.
-      const float* column = tile + r0 * kColumnTileCols + threadIdx.x;
-      float sum[kColumnOutputs] = {}, window[kColumnOutputs];
-#pragma unroll
-      for (int j = 1; j < kColumnOutputs; ++j) window[j] = column[(j - 1) * kColumnTileCols];
-#pragma unroll 8
-      for (int u = 0; u <= 2 * R; ++u) {
-#pragma unroll
-        for (int j = 0; j + 1 < kColumnOutputs; ++j) window[j] = window[j + 1];
-        window[kColumnOutputs - 1] = column[(u + kColumnOutputs - 1) * kColumnTileCols];
-        const float w = weights[u];
-#pragma unroll
-        for (int j = 0; j < kColumnOutputs; ++j) sum[j] = fmaf(w, window[j], sum[j]);
-      }
+      float sum[kColumnOutputs];  // convolve_columns_kernel's sums, term for term
+      column_sums(tile + r0 * kColumnTileCols + threadIdx.x, weights, R, sum);
 #pragma unroll
       for (int j = 0; j < kColumnOutputs; ++j) acc[(pass * kColumnOutputs + j) * kThreads + tid] += sum[j];
     }
