@@ -147,6 +147,8 @@ struct DepthGroups {
   std::vector<int> member_begin, member_slices;
 };
 
+/// Both executors add each depth's slices in this order (the CPU's loops,
+/// the GPU's superposer), so that their doses agree to rounding.
 inline DepthGroups depth_groups(const std::vector<HostLayerTables>& layers, int bev_slices) {
   DepthGroups g;
   g.member_begin.reserve(static_cast<std::size_t>(bev_slices) + 1);
@@ -162,6 +164,14 @@ inline DepthGroups depth_groups(const std::vector<HostLayerTables>& layers, int 
     g.member_begin.push_back(static_cast<int>(g.member_slices.size()));
   }
   return g;
+}
+
+/// Each stack slice's depth slice (its slice index within its layer).
+inline std::vector<int> stack_depth_slices(const std::vector<HostLayerTables>& layers, std::size_t stack_slices) {
+  std::vector<int> depth(stack_slices, 0);
+  for (const HostLayerTables& L : layers)
+    for (int k = 0; k < L.scalars.slices; ++k) depth[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
+  return depth;
 }
 
 struct PlanDoseSummary {

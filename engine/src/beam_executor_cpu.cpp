@@ -200,12 +200,7 @@ class CpuBeamExecutor final : public BeamExecutor {
     in.sigma_x_px = {sigma_x_.data(), sigma_x_.size()};
     in.sigma_y_px = {sigma_y_.data(), sigma_y_.size()};
     superposer_.superpose(in, stack_out_.data());
-    for (const HostLayerTables& L : layers)
-      for (int k = 0; k < L.scalars.slices; ++k) {
-        const float* src = stack_out_.data() + (L.scalars.stack_offset + static_cast<std::size_t>(k)) * plane;
-        float* dst = bev_.data() + static_cast<std::size_t>(k) * plane;
-        for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
-      }
+    add_depth_groups(depth_groups(layers, g.slices), stack_out_.data(), plane, bev_.data());
     return 0;
   }
 
@@ -214,9 +209,7 @@ class CpuBeamExecutor final : public BeamExecutor {
                   std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
                   const kernels::Affine3& beam_from_out_index) override {
     const std::size_t plane = fine.plane(), hplane = hg.plane();
-    std::vector<int> depth_slice(stack_slices);
-    for (const HostLayerTables& L : layers)
-      for (int k = 0; k < L.scalars.slices; ++k) depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
+    const std::vector<int> depth_slice = stack_depth_slices(layers, stack_slices);
     std::vector<float> image(stack_slices * hplane), sx(stack_slices * hplane), sy(stack_slices * hplane);
     parallel_for_chunks(stack_slices, threads_, [&](std::size_t b, std::size_t e, int) {
       for (std::size_t st = b; st < e; ++st) {
@@ -238,11 +231,7 @@ class CpuBeamExecutor final : public BeamExecutor {
     in.sigma_y_px = {sy.data(), sy.size()};
     superposer_.superpose(in, out.data());
     std::vector<float> halo_bev(hplane * static_cast<std::size_t>(hg.slices), 0.0f);
-    for (std::size_t st = 0; st < stack_slices; ++st) {
-      float* dst = halo_bev.data() + static_cast<std::size_t>(depth_slice[st]) * hplane;
-      const float* src = out.data() + st * hplane;
-      for (std::size_t q = 0; q < hplane; ++q) dst[q] += src[q];
-    }
+    add_depth_groups(depth_groups(layers, hg.slices), out.data(), hplane, halo_bev.data());
     resample_into_beam(hg, halo_bev.data(), beam_from_out_index);
   }
 
@@ -305,6 +294,17 @@ class CpuBeamExecutor final : public BeamExecutor {
           rows.halo_variance_max_mm2[r] = halo_variance_max;
         }
       });
+    }
+  }
+
+  /// Each group's stack slices added into its plane of `bev`, in order.
+  static void add_depth_groups(const DepthGroups& groups, const float* stack, std::size_t plane, float* bev) {
+    for (std::size_t d = 0; d + 1 < groups.member_begin.size(); ++d) {
+      float* dst = bev + d * plane;
+      for (int m = groups.member_begin[d]; m < groups.member_begin[d + 1]; ++m) {
+        const float* src = stack + static_cast<std::size_t>(groups.member_slices[static_cast<std::size_t>(m)]) * plane;
+        for (std::size_t q = 0; q < plane; ++q) dst[q] += src[q];
+      }
     }
   }
 

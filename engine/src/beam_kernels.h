@@ -667,12 +667,6 @@ inline int halo_factor(int nominal_factor, int radius_factor, int column_bin) {
   return (f + b - 1) / b * b;
 }
 
-/// A layer's place in the stack: its first stack slice and its slice count.
-struct StackLayer {
-  std::size_t offset;
-  int slices;
-};
-
 /// A coarse pixel from its block's sums: the block mean of the halo dose
 /// and the share-weighted kernel σ (pixels of the coarse grid at that depth);
 /// zeros where the block holds no share (a NaN sum goes on to the output).

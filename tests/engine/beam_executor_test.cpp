@@ -3,6 +3,7 @@
 // where CI runs: without a GPU).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -107,4 +108,18 @@ TEST(DepthGroups, ListEachDepthsSlicesLayerByLayer) {
   const pe::DepthGroups none = pe::depth_groups({}, 2);
   EXPECT_EQ(none.member_begin, (std::vector<int>{0, 0, 0}));
   EXPECT_TRUE(none.member_slices.empty());
+  EXPECT_EQ(pe::stack_depth_slices(layers, 9), (std::vector<int>{0, 1, 2, 3, 0, 1, 0, 1, 2}));
+}
+
+// The groups index stack slices as int (the superposer's stack shape): a
+// slice past that range is a driver's mistake, named with its number.
+TEST(DepthGroups, AStackSlicePastTheIntRangeIsAnInternalError) {
+  std::vector<pe::HostLayerTables> layers(1);
+  layers[0].scalars.stack_offset = static_cast<std::size_t>(INT_MAX);
+  layers[0].scalars.slices = 2;
+  const std::string m = message_of<InternalError>([&] { pe::depth_groups(layers, 2); });
+  EXPECT_NE(m.find("depth groups: stack slice " + std::to_string(static_cast<std::size_t>(INT_MAX) + 1) +
+                   " past the int range"),
+            std::string::npos)
+      << m;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
 #include "protondose/gpu/superposition.h"
 #include "stack_fixtures.h"
@@ -182,6 +183,33 @@ TEST_P(SliceGroups, WithScatteredSlicesAreTheUngroupedOnesAddedInOrder) {
   const Stack st = mixed_stack();
   const Groups g;
   expect_groups_match(v, st, g, v.options.deterministic || v.method == SuperpositionMethod::kGpuGatherExact);
+}
+
+// Groups without their device arrays, or a negative count: an InputError
+// before anything runs, naming what is missing.
+TEST(SliceGroupsInput, WithoutTheirArraysAreAnInputError) {
+  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  const Stack st = mixed_stack();
+  const std::size_t n = st.shape.pixel_count();
+  DeviceArrays d;
+  d.floats = DeviceSuperposer::allocate_device_floats(4 * n);
+  DeviceSuperposer::copy_to_device(d.floats, st.image.data(), n);
+  DeviceSuperposer::copy_to_device(d.floats + n, st.sigma_x.data(), n);
+  DeviceSuperposer::copy_to_device(d.floats + 2 * n, st.sigma_y.data(), n);
+  DeviceSuperposer device(SuperpositionMethod::kGpuScatterTensorCore, {});
+  SuperpositionInput in{st.shape, {d.floats, n}, {d.floats + n, n}, {d.floats + 2 * n, n}};
+  for (const SuperpositionInput::SliceGroups bad :
+       {SuperpositionInput::SliceGroups{2, nullptr, nullptr, nullptr}, SuperpositionInput::SliceGroups{-1}}) {
+    in.groups = bad;
+    try {
+      device.superpose_device(in, d.floats + 3 * n);
+      ADD_FAILURE() << "no error for " << bad.count << " groups";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("slice groups need their offsets, member slices and output"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 SuperpositionOptions with(bool deterministic, TileDispatch dispatch = TileDispatch::kFromHost,

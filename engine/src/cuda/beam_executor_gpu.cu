@@ -843,12 +843,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
   static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices,
                                    int bev_slices) {
-    HaloLayers hl;
-    hl.depth_slice.assign(stack_slices, 0);
-    for (const HostLayerTables& L : layers)
-      for (int k = 0; k < L.scalars.slices; ++k) hl.depth_slice[L.scalars.stack_offset + static_cast<std::size_t>(k)] = k;
-    hl.groups = depth_groups(layers, bev_slices);
-    return hl;
+    return {stack_depth_slices(layers, stack_slices), depth_groups(layers, bev_slices)};
   }
 
   /// A DepthGroups' two arrays to the device, in stream_, through the pinned

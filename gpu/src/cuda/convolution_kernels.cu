@@ -268,19 +268,19 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
   // Output row of the thread's sum q = pass · 8 + j.
   const auto row_of = [](int q) { return (static_cast<int>(threadIdx.y) + q / kColumnOutputs * kColumnThreadRows) *
                                              kColumnOutputs + q % kColumnOutputs; };
-  float* group_out = g.out + static_cast<std::size_t>(group) * plane + tile_origin;
+  float* group_out = g.groups.out + static_cast<std::size_t>(group) * plane + tile_origin;
 #pragma unroll 4
   for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
     const int r = row_of(q);
     acc[q * kThreads + tid] = inside && r < rows ? group_out[static_cast<std::size_t>(r) * p.cols] : 0.0f;
   }
-  for (int m = g.member_begin[group]; m < g.member_begin[group + 1]; ++m) {
-    const int s = g.member_slices[m];
+  for (int m = g.groups.member_begin[group]; m < g.groups.member_begin[group + 1]; ++m) {
+    const int s = g.groups.member_slices[m];
     const int k = g.uniform_index[s];  // the same for the whole block
     if (k < 0) {  // a scattered (or empty) slice: its output as the scatter left it
       const float* from = g.scattered + static_cast<std::size_t>(s) * plane + tile_origin;
-    #pragma unroll 4
-  for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
+#pragma unroll 4
+      for (int q = 0; q < kGroupedPasses * kColumnOutputs; ++q) {
         const int r = row_of(q);
         if (inside && r < rows) acc[q * kThreads + tid] += from[static_cast<std::size_t>(r) * p.cols];
       }
@@ -405,8 +405,8 @@ void launch_separable(const ConvolutionParams& p, const float* in, float* scratc
 void launch_grouped_columns(const ConvolutionParams& p, const GroupedColumns& g, const float* scratch,
                             cudaStream_t stream) {
   const int column_bytes = grouped_column_shared_bytes(p.max_radius);
-  for (int first = 0; first < g.count; first += kMaxGridZ) {
-    const int n = std::min(kMaxGridZ, g.count - first);
+  for (int first = 0; first < g.groups.count; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, g.groups.count - first);
     convolve_columns_grouped_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
                                            (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
                                       dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, g, first,

@@ -6,6 +6,7 @@
 
 #include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/gpu/separable_convolution.h"
+#include "protondose/gpu/superposition.h"
 
 namespace protondose::cuda {
 
@@ -40,12 +41,9 @@ __device__ inline unsigned long long to_fixed(float value, double scale) {
 /// ConvolutionParams), else from `scattered` (the stack's output, where the
 /// scatter left the other slices).
 struct GroupedColumns {
-  int count = 0;
-  const int* member_begin = nullptr;   ///< count + 1
-  const int* member_slices = nullptr;
-  const int* uniform_index = nullptr;  ///< [stack slice]: its entry k, −1 if not uniform
-  const float* scattered = nullptr;    ///< [stack slice][row][col]
-  float* out = nullptr;                ///< [group][row][col], added into
+  SuperpositionInput::SliceGroups groups;  ///< the caller's
+  const int* uniform_index = nullptr;      ///< [stack slice]: its entry k, −1 if not uniform
+  const float* scattered = nullptr;        ///< [stack slice][row][col]
 };
 
 /// Raises the dynamic shared-memory limits of the separable passes to what

@@ -784,14 +784,8 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
   // Groups: the uniform slices' column pass sums them, with the scattered
   // slices the buckets above wrote, into each group's plane.
   if (dispatched.uniform_slices > 0 && p.groups.count > 0 && !p.out_fixed) {
-    GroupedColumns g;
-    g.count = p.groups.count;
-    g.member_begin = p.groups.member_begin;
-    g.member_slices = p.groups.member_slices;
-    g.uniform_index = a.uniform_index;
-    g.scattered = p.out;
-    g.out = p.groups.out;
-    launch_grouped_columns(separable, g, separable_scratch.rows.get(), stream);
+    launch_grouped_columns(separable, GroupedColumns{p.groups, a.uniform_index, p.out}, separable_scratch.rows.get(),
+                           stream);
     dispatched.grouped = true;
   }
   return dispatched;
