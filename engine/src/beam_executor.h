@@ -50,6 +50,10 @@ struct HostLayerTables {
 struct TraceSummary {
   int entry_slice = -1;           ///< first slice where any ray is in the patient, −1 if none
   int first_material_slice = -1;  ///< first slice with any material
+  /// Per cut-off WEPL given to start_trace: the most slices from
+  /// first_material_slice that any ray needs before its near face passes the
+  /// cut-off (kernels::slices_before_cutoff); 0 without material.
+  std::vector<int> slices_before_cutoff;
 };
 
 struct LayerImagesSummary {
@@ -190,10 +194,14 @@ class BeamExecutor {
   /// Starts a beam on the output grid (its dose is complete after finish_beam).
   virtual void begin_beam() = 0;
 
-  /// Starts tracing every ray of `full` (kept for the layer images); the GPU
-  /// executor returns at once, so that the host can prepare the beam's spots
-  /// meanwhile. trace_summary() ends it.
-  virtual void start_trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam) = 0;
+  /// Starts tracing every ray of `full` (kept for the layer images) and
+  /// finding, per cut-off WEPL, the slices the rays need (TraceSummary); the
+  /// GPU executor returns at once, so that the host can prepare the beam's
+  /// spots meanwhile. trace_summary() ends it. (The cut-offs ride with the
+  /// trace: found after it, from the first material slice the host had read
+  /// back, they took a second round trip with the GPU idle, ~40 µs.)
+  virtual void start_trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam,
+                           const std::vector<double>& cutoff_wepl_mm) = 0;
   /// While the trace runs: every layer of the beam (layers[i].beam_layer == i)
   /// with what does not depend on the cropping — its spots, on the lateral
   /// grid of `full` (which the cropped grid keeps), its depth-dose curve and
@@ -207,12 +215,9 @@ class BeamExecutor {
     (void)full;
     (void)layers;
   }
-  /// Where the trace started last meets the patient (waits for it).
+  /// Where the trace started last meets the patient, and its cut-offs' slices
+  /// (waits for it).
   virtual TraceSummary trace_summary() = 0;
-  /// Per cut-off WEPL: the most slices from `first` any ray of the trace needs
-  /// before its near face passes the cut-off.
-  virtual std::vector<int> slices_before_cutoffs(const kernels::BevGeometry& full, int first,
-                                                 const std::vector<double>& cutoff_wepl_mm) = 0;
   /// Waits for the work queued so far (stage timings).
   virtual void synchronize() {}
 

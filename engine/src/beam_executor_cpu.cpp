@@ -99,7 +99,8 @@ class CpuBeamExecutor final : public BeamExecutor {
   void begin_beam() override { beam_ = Volume<float>(plan_.grid, 0.0f); }
 
   /// The whole trace, at once.
-  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
+                   const std::vector<double>& cutoffs) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     rsp_.assign(pixels, 0.0f);
     density_.assign(pixels, 0.0f);
@@ -130,13 +131,15 @@ class CpuBeamExecutor final : public BeamExecutor {
       if (first[ray] >= 0 && (s.first_material_slice < 0 || first[ray] < s.first_material_slice))
         s.first_material_slice = first[ray];
     }
+    s.slices_before_cutoff = slices_before_cutoffs(g, s.first_material_slice, cutoffs);
     trace_summary_ = s;
   }
   TraceSummary trace_summary() override { return trace_summary_; }
 
-  std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
+  std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) const {
     const std::size_t plane = g.plane();
     std::vector<int> most(cutoffs.size(), 0);
+    if (first < 0) return most;
     parallel_for_chunks(cutoffs.size(), threads_, [&](std::size_t b, std::size_t e, int) {
       for (std::size_t l = b; l < e; ++l)
         for (std::size_t ray = 0; ray < plane; ++ray)

@@ -189,34 +189,90 @@ PD_HD inline void trace_sample(const TraceInput& in, const TraceOutput& out, int
                             : 0.0f;
 }
 
+/// A ray's WEPL is summed in segments of this many slices: each segment's
+/// water-equivalent thickness on its own, then the segments' in order, so
+/// that the GPU sums a ray's segments in parallel (a thread each) in the same
+/// order as the CPU. A thread per ray walking all of its ~256 slices left the
+/// H100 with 925 warps for 29,584 rays, each waiting on one load per slice:
+/// 122 µs of the water cube's trace (ncu).
+constexpr int kTraceSegmentSlices = 16;
+
+PD_HD inline int trace_segments(int slices) { return (slices + kTraceSegmentSlices - 1) / kTraceSegmentSlices; }
+
+/// A ray's step length along it per slice (mm).
+PD_HD inline double trace_step_mm(const BevGeometry& g, int col, int row) {
+  return g.depth_step_mm * g.path_per_depth(col, row);
+}
+
+/// After trace_sample of the slices of segment `segment` of ray `ray`: their
+/// water-equivalent thickness (Σ rsp·step in slice order, double), and the
+/// first of them inside the patient (density ≥ kPatientDensityThresholdGcm3,
+/// ray_trace.h) and the first with any material (density > 0), −1 if none.
+PD_HD inline double trace_segment_wet(const BevGeometry& g, const TraceOutput& out, std::size_t ray, int segment,
+                                      double step_mm, int* entry_slice, int* first_material_slice) {
+  const std::size_t plane = g.plane();
+  const int end = segment * kTraceSegmentSlices + kTraceSegmentSlices < g.slices
+                      ? segment * kTraceSegmentSlices + kTraceSegmentSlices
+                      : g.slices;
+  double wet = 0.0;
+  int entry = -1, first = -1;
+  for (int k = segment * kTraceSegmentSlices; k < end; ++k) {
+    const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;
+    const float rho = out.density_g_cm3[idx];
+    wet += static_cast<double>(out.rsp[idx]) * step_mm;
+    if (entry < 0 && rho >= kPatientDensityThresholdGcm3) entry = k;
+    if (first < 0 && rho > 0.0f) first = k;
+  }
+  *entry_slice = entry;
+  *first_material_slice = first;
+  return wet;
+}
+
+/// The WEPL to the far face of each slice of segment `segment` of ray `ray`:
+/// `wepl_before_mm` (the earlier segments' thicknesses, trace_segment_wet,
+/// added in order from 0) plus the segment's own running sum from 0.
+PD_HD inline void trace_segment_wepl(const BevGeometry& g, const TraceOutput& out, std::size_t ray, int segment,
+                                     double step_mm, double wepl_before_mm) {
+  const std::size_t plane = g.plane();
+  const int end = segment * kTraceSegmentSlices + kTraceSegmentSlices < g.slices
+                      ? segment * kTraceSegmentSlices + kTraceSegmentSlices
+                      : g.slices;
+  double own = 0.0;
+  for (int k = segment * kTraceSegmentSlices; k < end; ++k) {
+    const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;
+    own += static_cast<double>(out.rsp[idx]) * step_mm;
+    out.wepl_far_mm[idx] = static_cast<float>(wepl_before_mm + own);
+  }
+}
+
 /// After trace_sample of every slice of ray (col, row): its step length, the
-/// WEPL to each slice's far face, and, through the pointers, the first slice
-/// inside the patient (density ≥ kPatientDensityThresholdGcm3, ray_trace.h)
-/// and the first with any material (density > 0), −1 if none.
+/// WEPL to each slice's far face (by segments, as the GPU), and, through the
+/// pointers, the first slice inside the patient and the first with any
+/// material, −1 if none (trace_segment_wet).
 PD_HD inline void trace_wepl(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
                              int* first_material_slice) {
   const BevGeometry& g = in.grid;
   const std::size_t ray = static_cast<std::size_t>(row) * g.cols + col;
-  const std::size_t plane = g.plane();
-  const double step = g.depth_step_mm * g.path_per_depth(col, row);
+  const double step = trace_step_mm(g, col, row);
   out.step_mm[ray] = static_cast<float>(step);
-  double wepl = 0.0;
+  double wepl_before = 0.0;
   int entry = -1, first = -1;
-  for (int k = 0; k < g.slices; ++k) {
-    const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;
-    const float rho = out.density_g_cm3[idx];
-    wepl += static_cast<double>(out.rsp[idx]) * step;
-    out.wepl_far_mm[idx] = static_cast<float>(wepl);
-    if (entry < 0 && rho >= kPatientDensityThresholdGcm3) entry = k;
-    if (first < 0 && rho > 0.0f) first = k;
+  for (int segment = 0; segment < trace_segments(g.slices); ++segment) {
+    int e, f;
+    const double wet = trace_segment_wet(g, out, ray, segment, step, &e, &f);
+    trace_segment_wepl(g, out, ray, segment, step, wepl_before);
+    wepl_before += wet;
+    if (entry < 0) entry = e;
+    if (first < 0) first = f;
   }
   *entry_slice = entry;
   *first_material_slice = first;
 }
 
 /// Traces ray (col, row): trace_sample at every slice, then trace_wepl. (The
-/// GPU runs the two as separate kernels: a thread per sample, then a thread
-/// per ray; one thread per ray for both left the H100 at 12 % occupancy.)
+/// GPU runs them as separate kernels: a thread per sample, then a thread per
+/// segment for its thickness and one for its WEPL; one thread per ray for
+/// the whole left the H100 at 12 % occupancy.)
 PD_HD inline void trace_ray(const TraceInput& in, const TraceOutput& out, int col, int row, int* entry_slice,
                             int* first_material_slice) {
   for (int k = 0; k < in.grid.slices; ++k) trace_sample(in, out, col, row, k);
@@ -828,6 +884,13 @@ struct VoxelIndexer {
 
 /// Trilinear sample of a BEV array [slice][row][col] at fractional
 /// (col, row, slice); 0 beyond the half-pixel border.
+/// Blend: the type of the eight-point blend (the positions and weights are
+/// found in double either way). The CPU, the oracle, blends in double; the
+/// GPU's resampling in float: in double, with the eight loads converted,
+/// the 16.7 M voxels of the water cube's dose (two samples each, core and
+/// halo) ran on the H100's FP64 pipe and conversions (resampling 0.32 ms,
+/// ncu). In float the sample moves by a few float ulps of the dose.
+template <class Blend = double>
 PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, double col, double row, double slice) {
   int c0, c1, r0, r1, s0, s1;
   double fc, fr, fs;
@@ -835,31 +898,41 @@ PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, doub
     return 0.0f;
   const std::size_t plane = g.plane();
   const auto at = [&](int s, int r, int c) {
-    return static_cast<double>(bev[static_cast<std::size_t>(s) * plane + static_cast<std::size_t>(r) * g.cols + c]);
+    return static_cast<Blend>(bev[static_cast<std::size_t>(s) * plane + static_cast<std::size_t>(r) * g.cols + c]);
   };
-  const double a0 = (at(s0, r0, c0) * (1 - fc) + at(s0, r0, c1) * fc) * (1 - fr) +
-                    (at(s0, r1, c0) * (1 - fc) + at(s0, r1, c1) * fc) * fr;
-  const double a1 = (at(s1, r0, c0) * (1 - fc) + at(s1, r0, c1) * fc) * (1 - fr) +
-                    (at(s1, r1, c0) * (1 - fc) + at(s1, r1, c1) * fc) * fr;
-  return static_cast<float>(a0 * (1 - fs) + a1 * fs);
+  const Blend wc = static_cast<Blend>(fc), wr = static_cast<Blend>(fr), ws = static_cast<Blend>(fs);
+  const Blend one = 1;
+  const Blend a0 = (at(s0, r0, c0) * (one - wc) + at(s0, r0, c1) * wc) * (one - wr) +
+                   (at(s0, r1, c0) * (one - wc) + at(s0, r1, c1) * wc) * wr;
+  const Blend a1 = (at(s1, r0, c0) * (one - wc) + at(s1, r0, c1) * wc) * (one - wr) +
+                   (at(s1, r1, c0) * (one - wc) + at(s1, r1, c1) * wc) * wr;
+  return static_cast<float>(a0 * (one - ws) + a1 * ws);
 }
 
 /// Trilinear sample of a BEV array at a beam-frame point (x, y, depth); 0 outside.
+template <class Blend = double>
 PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
   // At the isocentre plane (a parallel beam everywhere: 1/SAD = 0, no division).
   const double x_iso = g.inv_sad_x == 0.0 ? x : x / g.magnification_x(d);
   const double y_iso = g.inv_sad_y == 0.0 ? y : y / g.magnification_y(d);
-  return sample_bev_index(g, bev, (x_iso - g.x0_mm) * g.inv_pitch_x_mm, (y_iso - g.y0_mm) * g.inv_pitch_y_mm,
-                          (d - g.depth0_mm) * g.inv_depth_step_mm);
+  return sample_bev_index<Blend>(g, bev, (x_iso - g.x0_mm) * g.inv_pitch_x_mm, (y_iso - g.y0_mm) * g.inv_pitch_y_mm,
+                                 (d - g.depth0_mm) * g.inv_depth_step_mm);
+}
+
+/// Adds the BEV dose at beam-frame point p to *dose_voxel.
+template <class Blend = double>
+PD_HD inline void resample_point(const BevGeometry& g, const float* bev, const double p[3], float* dose_voxel) {
+  const float v = sample_bev_at<Blend>(g, bev, p[0], p[1], p[2]);
+  if (v != 0.0f) *dose_voxel += v;
 }
 
 /// Adds the BEV dose at output voxel (i, j, k) to dose[voxel].
+template <class Blend = double>
 PD_HD inline void resample_voxel(const BevGeometry& g, const float* bev, const Affine3& beam_from_index, int i, int j,
                                  int k, float* dose_voxel) {
   double p[3];
   beam_from_index.apply(i, j, k, p);
-  const float v = sample_bev_at(g, bev, p[0], p[1], p[2]);
-  if (v != 0.0f) *dose_voxel += v;
+  resample_point<Blend>(g, bev, p, dose_voxel);
 }
 
 #undef PD_HD

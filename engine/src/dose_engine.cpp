@@ -70,6 +70,10 @@ struct LayerWork {
   std::size_t stack_offset = 0;  ///< first stack slice
   double spread_sigma_x_iso_mm = 0, spread_sigma_y_iso_mm = 0;
   std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< in-air σ at each slice centre
+  /// The in-air σ at each slice of the full (uncropped) grid, and that σ at
+  /// the isocentre plane (σ / magnification): the cropped grid's tables and
+  /// spread σ are taken from them (crop_air_sigma).
+  std::vector<double> full_air_sigma_x_mm, full_air_sigma_y_mm, full_iso_sigma_x_mm, full_iso_sigma_y_mm;
   /// The spot's emittance per axis (x, y), looked up once per layer: the
   /// in-air σ is evaluated at every slice of every layer (BeamModel's lookup
   /// per call took most of the water cube's host set-up, 0.8 ms).
@@ -90,6 +94,39 @@ physics::AxisEmittance layer_emittance(const physics::BeamModel& m, const LayerW
 double sigma_in_air(const physics::BeamModel& m, const LayerWork& L, physics::Axis axis, double depth_mm) {
   return physics::sigma_in_air_at_z_from_isocentre_mm(L.emittance[axis == physics::Axis::kX ? 0 : 1],
                                                       m.reference_plane_upstream_of_isocentre_mm(), depth_mm);
+}
+
+/// Layer L's in-air σ at every slice of the full grid (LayerWork::full_*).
+void air_sigma_on_full_grid(const physics::BeamModel& m, const BevGrid& full, LayerWork& L) {
+  const auto n = static_cast<std::size_t>(full.slices);
+  L.full_air_sigma_x_mm.resize(n);
+  L.full_air_sigma_y_mm.resize(n);
+  L.full_iso_sigma_x_mm.resize(n);
+  L.full_iso_sigma_y_mm.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const double d = full.depth_mm(static_cast<int>(k));
+    const double sx = sigma_in_air(m, L, physics::Axis::kX, d), sy = sigma_in_air(m, L, physics::Axis::kY, d);
+    L.full_air_sigma_x_mm[k] = sx;
+    L.full_air_sigma_y_mm[k] = sy;
+    L.full_iso_sigma_x_mm[k] = sx / full.magnification_x(d);
+    L.full_iso_sigma_y_mm[k] = sy / full.magnification_y(d);
+  }
+}
+
+/// The cropped grid's in-air σ tables of layer L (its slices from the full
+/// grid's slice `first` on), and the σ its fluence is spread with: the
+/// narrowest in-air spot over its slices (isocentre-plane units), so that the
+/// remaining in-air growth σ_air² − (σ_spread·m)² is ≥ 0 at every slice and
+/// goes into the kernels.
+void crop_air_sigma(LayerWork& L, int first) {
+  const auto from = [&](const std::vector<double>& v) { return v.begin() + first; };
+  const auto to = [&](const std::vector<double>& v) { return v.begin() + first + L.slices; };
+  if (first < 0 || first + L.slices > static_cast<int>(L.full_air_sigma_x_mm.size()))
+    throw InternalError("crop_air_sigma: the layer's slices run past the full grid");
+  L.air_sigma_x_mm.assign(from(L.full_air_sigma_x_mm), to(L.full_air_sigma_x_mm));
+  L.air_sigma_y_mm.assign(from(L.full_air_sigma_y_mm), to(L.full_air_sigma_y_mm));
+  L.spread_sigma_x_iso_mm = *std::min_element(from(L.full_iso_sigma_x_mm), to(L.full_iso_sigma_x_mm));
+  L.spread_sigma_y_iso_mm = *std::min_element(from(L.full_iso_sigma_y_mm), to(L.full_iso_sigma_y_mm));
 }
 
 std::string beam_label(const IonBeam& b) {
@@ -677,7 +714,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       full.validate("ray tracing");
       const kernels::BevGeometry full_geometry = geometry_of(full);
       HostTimeline::mark("beam: layers and grid set up");
-      exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame));
+      std::vector<double> cutoffs;
+      for (const LayerWork& L : layers) cutoffs.push_back(L.cutoff_wepl_mm);
+      exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame), cutoffs);
       HostTimeline::mark("beam: trace launched");
       if (!spots_collected) collect_spots();  // while the GPU traces
       {
@@ -687,6 +726,10 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(layers[li], li, staged[li]);
         exec.stage_beam_layers(full_geometry, staged);
       }
+      // Each layer's in-air σ at every slice of the full grid, while the GPU
+      // traces (the crop takes its slices): built after the crop, the tables
+      // were ~50 µs of host work with the GPU idle (water cube, H100 host).
+      for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, full, L);
       HostTimeline::mark("beam: spots collected, layers staged");
       const TraceSummary traced = exec.trace_summary();
       HostTimeline::mark("beam: trace summary back");
@@ -696,9 +739,8 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       if (traced.entry_slice < 0)
         throw InputError(label + ": no ray of the beam's field meets the patient in the CT (density >= 0.05 g/cm3)");
       const int first = traced.first_material_slice;
-      std::vector<double> cutoffs;
-      for (const LayerWork& L : layers) cutoffs.push_back(L.cutoff_wepl_mm);
-      const std::vector<int> needed = exec.slices_before_cutoffs(full_geometry, first, cutoffs);
+      const std::vector<int>& needed = traced.slices_before_cutoff;
+      if (needed.size() != layers.size()) throw InternalError("trace_summary: a cut-off count per layer expected");
       int slices = 1;
       for (std::size_t li = 0; li < layers.size(); ++li) {
         layers[li].slices = std::max(needed[li], 1);
@@ -707,26 +749,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       grid = full;
       grid.depth0_mm = full.depth_mm(first);
       grid.slices = slices;
-      HostTimeline::mark("beam: cut-offs back");
       stage_done(result.timings.ray_tracing_s);
 
-      for (LayerWork& L : layers) {
-        L.air_sigma_x_mm.resize(static_cast<std::size_t>(L.slices));
-        L.air_sigma_y_mm.resize(static_cast<std::size_t>(L.slices));
-        // The fluence is spread with the narrowest in-air spot over the layer's
-        // slices (isocentre-plane units), so the remaining in-air growth
-        // σ_air² − (σ_spread·m)² is ≥ 0 at every slice and goes into the kernels.
-        L.spread_sigma_x_iso_mm = L.spread_sigma_y_iso_mm = std::numeric_limits<double>::infinity();
-        for (int k = 0; k < L.slices; ++k) {
-          const double d = grid.depth_mm(k);
-          const double sx = sigma_in_air(machine_, L, physics::Axis::kX, d);
-          const double sy = sigma_in_air(machine_, L, physics::Axis::kY, d);
-          L.air_sigma_x_mm[static_cast<std::size_t>(k)] = sx;
-          L.air_sigma_y_mm[static_cast<std::size_t>(k)] = sy;
-          L.spread_sigma_x_iso_mm = std::min(L.spread_sigma_x_iso_mm, sx / grid.magnification_x(d));
-          L.spread_sigma_y_iso_mm = std::min(L.spread_sigma_y_iso_mm, sy / grid.magnification_y(d));
-        }
-      }
+      for (LayerWork& L : layers) crop_air_sigma(L, first);
       const std::size_t plane = grid.rays();
       const kernels::BevGeometry geometry = geometry_of(grid);
       const double grid_start_depth_mm = grid.depth_mm(0) - 0.5 * grid.depth_step_mm;

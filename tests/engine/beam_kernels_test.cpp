@@ -143,6 +143,50 @@ TEST(BeamKernels, CutoffSearchEqualsALinearScan) {
       }
 }
 
+// trace_wepl sums a ray in segments (kTraceSegmentSlices; the GPU a thread
+// per segment): 37 slices make two whole segments and a part. The WEPL must
+// stay a running sum (to float rounding), exact within the first segment,
+// and the first material and patient slices may lie in any segment.
+TEST(BeamKernels, TraceWeplBySegmentsIsTheRunningSumAndFindsTheFirstMaterialInAnySegment) {
+  k::BevGeometry g{};
+  g.cols = 4;
+  g.rows = 1;
+  g.slices = 2 * k::kTraceSegmentSlices + 5;
+  g.depth_step_mm = 1.5;
+  g.pitch_x_mm = g.pitch_y_mm = 1.0;
+  const std::size_t plane = g.plane(), n = plane * static_cast<std::size_t>(g.slices);
+  ASSERT_EQ(k::trace_segments(g.slices), 3);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> rsp(0.0f, 1.8f);
+  std::vector<float> stopping(n), density(n, 0.0f), wepl_far(n, -1.0f), rho_over_x(n), step(plane);
+  for (float& s : stopping) s = rsp(rng);
+  // Ray c: material from slice first[c] (0.01 g/cm³, below the patient's
+  // threshold) and the patient from entry[c]; the last ray is all air.
+  const int first[4] = {0, 15, 17, 1000}, entry[4] = {3, 17, 36, 1000};
+  for (std::size_t ray = 0; ray < plane; ++ray)
+    for (int kk = 0; kk < g.slices; ++kk)
+      density[static_cast<std::size_t>(kk) * plane + ray] = kk >= entry[ray] ? 1.0f : kk >= first[ray] ? 0.01f : 0.0f;
+  const k::TraceOutput out{stopping.data(), density.data(), wepl_far.data(), rho_over_x.data(), step.data()};
+  k::TraceInput in{};
+  in.grid = g;
+  for (int c = 0; c < g.cols; ++c) {
+    int found_entry = -2, found_first = -2;
+    k::trace_wepl(in, out, c, 0, &found_entry, &found_first);
+    EXPECT_EQ(found_first, first[c] < g.slices ? first[c] : -1) << "ray " << c;
+    EXPECT_EQ(found_entry, entry[c] < g.slices ? entry[c] : -1) << "ray " << c;
+    EXPECT_EQ(step[static_cast<std::size_t>(c)], 1.5f);
+    double running = 0;
+    for (int kk = 0; kk < g.slices; ++kk) {
+      const std::size_t i = static_cast<std::size_t>(kk) * plane + static_cast<std::size_t>(c);
+      running += static_cast<double>(stopping[i]) * 1.5;
+      if (kk < k::kTraceSegmentSlices) {
+        EXPECT_EQ(wepl_far[i], static_cast<float>(running)) << "slice " << kk;
+      }
+      EXPECT_NEAR(wepl_far[i], running, 2e-7 * running) << "ray " << c << ", slice " << kk;
+    }
+  }
+}
+
 TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData) {
   const int n[3] = {4, 3, 5};
   std::vector<float> v(4 * 3 * 5);
@@ -153,6 +197,34 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
   EXPECT_FLOAT_EQ(k::sample_volume(v.data(), n, -0.4, 0.0, 0.0), 1.0f);  // inside the half-voxel border: edge value
   EXPECT_EQ(k::sample_volume(v.data(), n, -0.6, 0.0, 0.0), 0.0f);
   EXPECT_EQ(k::sample_volume(v.data(), n, 0.0, 2.6, 0.0), 0.0f);
+}
+
+// The GPU's resampling blends the eight BEV samples in float
+// (sample_bev_index<float>); the CPU, the oracle, in double. Same positions
+// and weights: the two agree to float rounding, and both are 0 outside.
+TEST(BeamKernels, BevSampleBlendedInFloatIsTheDoubleBlendToFloatRounding) {
+  k::BevGeometry g{};
+  g.cols = 7;
+  g.rows = 5;
+  g.slices = 6;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(0.0f, 2.0f);
+  std::vector<float> bev(g.plane() * static_cast<std::size_t>(g.slices));
+  for (float& v : bev) v = value(rng);
+  std::uniform_real_distribution<double> col(-0.7, g.cols - 0.3), row(-0.7, g.rows - 0.3), slice(-0.7, g.slices - 0.3);
+  int inside = 0;
+  for (int t = 0; t < 20000; ++t) {
+    const double c = col(rng), r = row(rng), s = slice(rng);
+    const float d = k::sample_bev_index<double>(g, bev.data(), c, r, s);
+    const float f = k::sample_bev_index<float>(g, bev.data(), c, r, s);
+    if (d == 0.0f) {
+      EXPECT_EQ(f, 0.0f) << c << " " << r << " " << s;
+      continue;
+    }
+    ++inside;
+    ASSERT_NEAR(f, d, 4e-7f * 2.0f) << c << " " << r << " " << s;
+  }
+  EXPECT_GT(inside, 10000);
 }
 
 TEST(BeamKernels, IndexDivisorEqualsDivisionBelowTwoToThe31) {

@@ -16,6 +16,7 @@
 #include <future>
 #include <new>
 #include <optional>
+#include <thread>
 #include <type_traits>
 
 #include "../beam_executor.h"
@@ -115,25 +116,6 @@ __global__ void trace_sample_kernel(kernels::TraceInput in, kernels::TraceOutput
   kernels::trace_sample(in, out, col, row, k);
 }
 
-/// One thread per ray: kernels::trace_wepl over the samples.
-__global__ void trace_wepl_kernel(kernels::TraceInput in, kernels::TraceOutput out, int* entry_min, int* first_min) {
-  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (ray >= in.grid.plane()) return;
-  const int col = static_cast<int>(ray % in.grid.cols), row = static_cast<int>(ray / in.grid.cols);
-  int entry, first;
-  kernels::trace_wepl(in, out, col, row, &entry, &first);
-  if (entry >= 0) atomicMin(entry_min, entry);
-  if (first >= 0) atomicMin(first_min, first);
-}
-
-__global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, int first, const double* cutoffs, int* most) {
-  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const int layer = blockIdx.y;
-  if (ray >= g.plane()) return;
-  const int n = kernels::slices_before_cutoff(wepl_far, g.plane(), ray, first, g.slices, cutoffs[layer]);
-  atomicMax(&most[layer], n);
-}
-
 /// Block-wide reduction over a block of kThreads threads with `op` (thread
 /// 0's return value; `identity` elsewhere). Each instantiation has its own
 /// shared partials; the trailing barrier lets a kernel reduce twice.
@@ -150,6 +132,60 @@ __device__ T block_reduce(T v, T identity, Op op) {
   __syncthreads();
   return total;
 }
+
+/// One thread per (segment, ray): the segment's water-equivalent thickness
+/// (kernels::trace_segment_wet) into wet_mm [segment][ray], and the least
+/// entry and first-material slices of the block into *entry_min and
+/// *first_min (an atomic per block: per thread, the 474 k segments of the
+/// water cube's rays that hold material would queue on one address).
+__global__ void trace_segment_kernel(BevGeometry g, kernels::TraceOutput out, double* wet_mm, int* entry_min,
+                                     int* first_min) {
+  const std::size_t plane = g.plane();
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  int entry = -1, first = -1;
+  if (p < plane * static_cast<std::size_t>(kernels::trace_segments(g.slices))) {  // every thread reduces below
+    const int segment = static_cast<int>(p / plane);
+    const std::size_t ray = p - static_cast<std::size_t>(segment) * plane;
+    const int col = static_cast<int>(ray % static_cast<unsigned>(g.cols)), row = static_cast<int>(ray / static_cast<unsigned>(g.cols));
+    wet_mm[p] = kernels::trace_segment_wet(g, out, ray, segment, kernels::trace_step_mm(g, col, row), &entry, &first);
+  }
+  const auto least = [](int a, int b) { return a < b ? a : b; };
+  entry = block_reduce(entry < 0 ? INT_MAX : entry, INT_MAX, least);
+  first = block_reduce(first < 0 ? INT_MAX : first, INT_MAX, least);
+  if (threadIdx.x == 0) {
+    if (entry != INT_MAX) atomicMin(entry_min, entry);
+    if (first != INT_MAX) atomicMin(first_min, first);
+  }
+}
+
+/// One thread per (segment, ray): the WEPL of the segment's slices
+/// (kernels::trace_segment_wepl) after the earlier segments' thicknesses,
+/// added in order as kernels::trace_wepl does; the first segment's thread
+/// stores the ray's step length.
+__global__ void trace_wepl_kernel(BevGeometry g, kernels::TraceOutput out, const double* wet_mm) {
+  const std::size_t plane = g.plane();
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= plane * static_cast<std::size_t>(kernels::trace_segments(g.slices))) return;
+  const int segment = static_cast<int>(p / plane);
+  const std::size_t ray = p - static_cast<std::size_t>(segment) * plane;
+  const int col = static_cast<int>(ray % static_cast<unsigned>(g.cols)), row = static_cast<int>(ray / static_cast<unsigned>(g.cols));
+  const double step = kernels::trace_step_mm(g, col, row);
+  if (segment == 0) out.step_mm[ray] = static_cast<float>(step);
+  double wepl_before = 0.0;
+  for (int c = 0; c < segment; ++c) wepl_before += wet_mm[static_cast<std::size_t>(c) * plane + ray];
+  kernels::trace_segment_wepl(g, out, ray, segment, step, wepl_before);
+}
+
+__global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, const int* first_min, const double* cutoffs,
+                              int* most) {
+  const std::size_t ray = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const int layer = blockIdx.y;
+  const int first = *first_min;  // the trace's (trace_segment_kernel); INT_MAX: no material
+  if (ray >= g.plane() || first == INT_MAX) return;
+  const int n = kernels::slices_before_cutoff(wepl_far, g.plane(), ray, first, g.slices, cutoffs[layer]);
+  atomicMax(&most[layer], n);
+}
+
 
 /// Block-wide sum of a double (thread 0's return value).
 __device__ double block_sum(double v) {
@@ -425,14 +461,15 @@ __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels:
   SliceSummaryWriter{slice_summary, stack_slices, 0}(st, value, sigma_x, sigma_y);
 }
 
-/// Adds the BEV dose at each output voxel (kernels::resample_voxel).
+/// Adds the BEV dose at each output voxel (kernels::resample_voxel, blended in
+/// float as in resample_finish_kernel: kernels::sample_bev_index says why).
 __global__ void resample_kernel(BevGeometry g, const float* bev, kernels::Affine3 beam_from_index,
                                 kernels::VoxelIndexer voxels, std::size_t n, float* dose) {
   const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (v >= n) return;
   int i, j, k;
   voxels.split(v, &i, &j, &k);
-  kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &dose[v]);
+  kernels::resample_voxel<float>(g, bev, beam_from_index, i, j, k, &dose[v]);
 }
 
 /// Where the plan's check goes (finish_plan_kernel, or the last beam's
@@ -463,7 +500,7 @@ struct HaloDose {
 /// One pass per output voxel: the beam dose is what earlier halo runs left
 /// in `beam` (beam_holds_dose; else 0), plus the halo's last coarse dose, plus
 /// the core's BEV dose, added in that order as kernels::resample_voxel adds
-/// them; then the beam's check (first bad voxel), Σ dose·density, and the
+/// them (blended in float: kernels::sample_bev_index); then the beam's check (first bad voxel), Σ dose·density, and the
 /// beam added to the plan. Three passes over the dose grid before (resample
 /// the halo, resample the core, check): 0.55 ms of an H100 for the water cube.
 /// With `plan_check` (the plan's last beam), each voxel of the plan is then
@@ -479,8 +516,10 @@ __global__ void resample_finish_kernel(BevGeometry g, const float* bev, HaloDose
     int i, j, k;
     voxels.split(v, &i, &j, &k);
     float x = beam_holds_dose ? beam[v] : 0.0f;
-    if (halo.bev) kernels::resample_voxel(halo.grid, halo.bev, beam_from_index, i, j, k, &x);
-    kernels::resample_voxel(g, bev, beam_from_index, i, j, k, &x);
+    double point[3];  // the voxel's beam-frame point, for both samples
+    beam_from_index.apply(i, j, k, point);
+    if (halo.bev) kernels::resample_point<float>(halo.grid, halo.bev, point, &x);
+    kernels::resample_point<float>(g, bev, point, &x);
     beam[v] = x;
     if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
     else s = static_cast<double>(x) * density[v];
@@ -533,10 +572,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
   ~GpuBeamExecutor() override {
     if (halo_job_pending_) halo_job_.set_value(std::nullopt);
-    if (halo_run_.valid()) halo_run_.wait();
+    if (halo_run_.valid()) halo_run_.wait();  // its result, if unawaited, is dropped with halo_result_
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
-    if (trace_found_ != nullptr) cudaFreeHost(trace_found_);
     if (pinned_ != nullptr) cudaFreeHost(pinned_);  // trivially destructible
     for (int b = 0; b < 2; ++b) {
       if (download_staging_[b] != nullptr) cudaFreeHost(download_staging_[b]);
@@ -603,7 +641,8 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void synchronize() override { PD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam) override {
+  void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
+                   const std::vector<double>& cutoffs) override {
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     trace_pixels_ = pixels;
     trace_rsp_.reserve(pixels);
@@ -621,44 +660,47 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.inverse_length_nodes = static_cast<int>(patient_->inverse_length_table.size());
     in.inv_density_step = 1.0 / patient_->density_step_g_cm3;
     kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
-    ints_.reserve(2);
+    const std::size_t layers = cutoffs.size();
+    ints_.reserve(2 + layers);  // entry, first material, then the cut-offs' slices
     upload_seed(ints_.get(), pinned_->trace_seeds, sizeof pinned_->trace_seeds);
     trace_sample_kernel<<<blocks_for(pixels), kThreads, 0, stream_>>>(in, out,
                                                                      kernels::VoxelIndexer(g.cols, g.rows, g.slices));
     PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
-    trace_wepl_kernel<<<blocks_for(plane), kThreads, 0, stream_>>>(in, out, ints_.get(), ints_.get() + 1);
+    const std::size_t segments = plane * static_cast<std::size_t>(kernels::trace_segments(g.slices));
+    segment_wet_.reserve(segments);
+    trace_segment_kernel<<<blocks_for(segments), kThreads, 0, stream_>>>(g, out, segment_wet_.get(), ints_.get(),
+                                                                         ints_.get() + 1);
+    PD_CUDA_CHECK_LAUNCH("trace_segment_kernel");
+    trace_wepl_kernel<<<blocks_for(segments), kThreads, 0, stream_>>>(g, out, segment_wet_.get());
     PD_CUDA_CHECK_LAUNCH("trace_wepl_kernel");
-    if (trace_found_ == nullptr) PD_CUDA_CHECK(cudaMallocHost(&trace_found_, 2 * sizeof(int)));
-    PD_CUDA_CHECK(cudaMemcpyAsync(trace_found_, ints_.get(), 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    // The cut-offs' slices, from the first material slice the trace found,
+    // read back with it: through the layer images' pinned staging (free: the
+    // last layer_images' copies are done, and the next begins it anew after
+    // trace_summary drained the stream).
+    upload_staging_.begin(PinnedStaging::bytes_for<double>(layers) + PinnedStaging::bytes_for<int>(2 + layers));
+    double* pinned_cutoffs = upload_staging_.take<double>(layers);
+    trace_back_ = upload_staging_.take<int>(2 + layers);  // entry, first material, then the cut-offs'
+    trace_cutoffs_ = layers;
+    std::copy(cutoffs.begin(), cutoffs.end(), pinned_cutoffs);
+    upload(doubles_, pinned_cutoffs, layers, stream_);
+    if (layers > 0) {
+      PD_CUDA_CHECK(cudaMemsetAsync(ints_.get() + 2, 0, layers * sizeof(int), stream_));
+      cutoff_kernel<<<dim3(blocks_for(plane), static_cast<unsigned>(layers)), kThreads, 0, stream_>>>(
+          wepl_far_.get(), g, ints_.get() + 1, doubles_.get(), ints_.get() + 2);
+      PD_CUDA_CHECK_LAUNCH("cutoff_kernel");
+    }
+    PD_CUDA_CHECK(cudaMemcpyAsync(trace_back_, ints_.get(), (2 + layers) * sizeof(int), cudaMemcpyDeviceToHost, stream_));
   }
 
   TraceSummary trace_summary() override {
+    if (trace_back_ == nullptr) throw InternalError("trace_summary: no start_trace before it");
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     TraceSummary s;
-    s.entry_slice = trace_found_[0] == INT_MAX ? -1 : trace_found_[0];
-    s.first_material_slice = trace_found_[1] == INT_MAX ? -1 : trace_found_[1];
+    s.entry_slice = trace_back_[0] == INT_MAX ? -1 : trace_back_[0];
+    s.first_material_slice = trace_back_[1] == INT_MAX ? -1 : trace_back_[1];
+    s.slices_before_cutoff.assign(trace_back_ + 2, trace_back_ + 2 + trace_cutoffs_);
+    trace_back_ = nullptr;  // upload_staging_'s: the next layer_images reuses it
     return s;
-  }
-
-  std::vector<int> slices_before_cutoffs(const BevGeometry& g, int first, const std::vector<double>& cutoffs) override {
-    std::vector<int> most(cutoffs.size(), 0);
-    if (cutoffs.empty()) return most;
-    // Through pinned memory both ways (the layer images' staging, free until
-    // layer_images: trace_summary drained the stream): from pageable memory
-    // the upload and the read-back each staged on the host with the GPU idle.
-    const std::size_t n = cutoffs.size();
-    upload_staging_.begin(PinnedStaging::bytes_for<double>(n) + PinnedStaging::bytes_for<int>(n));
-    double* pinned_cutoffs = upload_staging_.take<double>(n);
-    int* pinned_most = upload_staging_.take<int>(n);
-    std::copy(cutoffs.begin(), cutoffs.end(), pinned_cutoffs);
-    upload(doubles_, pinned_cutoffs, n, stream_);
-    zero(cutoff_most_, n, stream_);
-    cutoff_kernel<<<dim3(blocks_for(g.plane()), static_cast<unsigned>(n)), kThreads, 0, stream_>>>(
-        wepl_far_.get(), g, first, doubles_.get(), cutoff_most_.get());
-    PD_CUDA_CHECK_LAUNCH("cutoff_kernel");
-    copy_to_host(pinned_most, cutoff_most_.get(), n * sizeof(int));
-    std::copy(pinned_most, pinned_most + n, most.begin());
-    return most;
   }
 
   void begin_bev(std::size_t pixels) override {
@@ -687,10 +729,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The previous stage synchronised the stream: its copies are done.
     upload_staging_.begin(staging_bytes(layers));
     upload_staged_layers();
+    HostTimeline::mark("layers: staged packs uploaded");
     const std::size_t first_layer = staged_group_first_layer(layers, staged_.size());
     check_staged_lateral_layout(staged_grid_, g);
     spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas);
+    HostTimeline::mark("layers: spots spread");
     upload_layer_tables(layers, first_layer, g.plane());
+    HostTimeline::mark("layers: tables uploaded");
     const kernels::LayerStackArgs s =
         bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
                                sigma_x_.get(), sigma_y_.get(), nullptr, nullptr});  // the halo: column sums
@@ -723,6 +768,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     else launch_for_bin(std::size_t{});
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     HostTimeline::mark("layers: layer kernel launched");
+    stage_stack_groups(layers, stack_slices, static_cast<int>(bev_pixels_ / g.plane()));
     start_plan_host_volume();
     if (halo) spawn_halo_thread();  // while the layer kernel runs
     copy_to_host(&pinned_->layer_back, sums_.get(), sizeof(LayerSums));
@@ -743,11 +789,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     // superposer (SuperpositionInput::groups): its column pass adds the
     // uniform slices there directly, instead of writing the stack's output
     // for a pass of our own to read back (0.78 GB on the water cube). The
-    // groups go up from the pinned staging, free again: layer_images read
-    // its sums back, so its copies are done.
+    // groups are those layer_images put on the device (stage_stack_groups).
+    (void)layers;
     const int bev_slices = static_cast<int>(bev_pixels_ / g.plane());
-    const DepthGroups groups = depth_groups(layers, bev_slices);
-    upload_groups(groups, group_begin_, group_members_);
+    check_staged_groups("superpose_stack", stack_slices, bev_slices);
     // The superposer runs in a stream of its own and waits for it before it
     // returns: the layer images and the groups must be in place when it
     // starts, and its output may be used in this stream right after.
@@ -767,22 +812,31 @@ class GpuBeamExecutor final : public BeamExecutor {
     return static_cast<std::size_t>(superposer_.last_split().separable_slices);
   }
 
-  /// The halo on a host thread of its own, in its own stream and with its own
-  /// superposer and buffers, while the calling thread superposes the stack:
-  /// each superposition's host work (bucket read-backs, launches) leaves gaps
-  /// on the GPU that the other's kernels fill. The thread was started by
-  /// layer_images (spawn_halo_thread) and waits for this job.
+  /// The halo's binning is queued here, in the halo's stream, before the
+  /// core's superposition queues anything: the GPU bins while this thread
+  /// waits for the core's bucket counts. (Queued by the halo's thread, it
+  /// ran after the core's passes: the thread's analysis was launched only
+  /// when the core's superposition ended, 0.8 ms later; H100, 2026-11-26.)
+  /// The rest of the halo runs on a host thread of its own, in that stream
+  /// and with its own superposer and buffers, while the calling thread
+  /// superposes the stack: each superposition's host work (bucket
+  /// read-backs, launches) leaves gaps on the GPU that the other's kernels
+  /// fill. The thread was started by layer_images (spawn_halo_thread) and
+  /// waits for this job.
   void start_halo(const BevGeometry& fine, const BevGeometry& hg, const kernels::HaloBinning& h,
                   std::size_t stack_slices, const std::vector<HostLayerTables>& layers,
                   const kernels::Affine3& beam_from_out_index) override {
     (void)fine;
+    (void)layers;
     check_halo_binning(h, halo_column_bin_);
     if (!halo_job_pending_) throw InternalError("start_halo: no layer images with a halo before it");
-    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums
-    HaloJob job{std::chrono::steady_clock::now(), hg, h, stack_slices, halo_layers_of(layers, stack_slices, hg.slices),
-                beam_from_out_index};
+    check_staged_groups("start_halo", stack_slices, hg.slices);
+    const auto start = std::chrono::steady_clock::now();
+    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums and depth slices
+    bin_halo(hg, h, stack_slices);
+    HostTimeline::mark("halo: binning launched");
     halo_job_pending_ = false;
-    halo_job_.set_value(std::move(job));
+    halo_job_.set_value(HaloJob{start, hg, stack_slices, beam_from_out_index});
   }
 
   std::optional<double> wait_halo() override {
@@ -790,33 +844,36 @@ class GpuBeamExecutor final : public BeamExecutor {
       halo_job_pending_ = false;
       halo_job_.set_value(std::nullopt);
     }
-    if (!halo_run_.valid()) return std::nullopt;
-    return halo_run_.get();
+    if (!halo_result_.valid()) return std::nullopt;
+    return get_polled(halo_result_);
   }
 
-  /// What the halo needs of the layers: each stack slice's depth slice, and
-  /// the stack slices of each depth (its superposition's groups).
-  struct HaloLayers {
-    std::vector<int> depth_slice;
-    DepthGroups groups;
-  };
+  /// A future's value, polled with a yield between polls rather than slept
+  /// on: the halo's two handoffs (its job to the halo's thread, its end to
+  /// the caller) woke the waiting thread 26 and 45 µs late, with the GPU
+  /// waiting (H100 host, 2026-11-26; the end also waited for the thread's
+  /// exit: a std::async future joins its thread in get()).
+  template <class T>
+  static T get_polled(std::future<T>& f) {
+    while (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::this_thread::yield();
+    return f.get();
+  }
 
-  /// What start_halo hands to the halo's thread.
+  /// What start_halo hands to the halo's thread, the binning queued.
   struct HaloJob {
     std::chrono::steady_clock::time_point start;  ///< start_halo's call: the halo's time counts from it
     BevGeometry coarse;
-    kernels::HaloBinning binning;
     std::size_t stack_slices;
-    HaloLayers layers;
     kernels::Affine3 beam_from_out_index;
   };
 
   /// Starts the halo's host thread while the layer kernel runs: it waits for
   /// start_halo's job (or for none: wait_halo, the next layer_images or the
-  /// destructor end it idle), then bins and superposes. Started at
-  /// start_halo instead, the thread's creation (std::async) and the
-  /// binning's launches took ~0.1 ms of the calling thread between the layer
-  /// images and the core's superposition, with the GPU waiting (H100 host).
+  /// destructor end it idle), then superposes what start_halo binned.
+  /// Started at start_halo instead, the thread's creation (std::async) and
+  /// the binning's launches took ~0.1 ms of the calling thread between the
+  /// layer images and the core's superposition, with the GPU waiting (H100
+  /// host); the binning's launches are back there now, with the GPU busy.
   /// A thread per layer images (std::async), not a kept one (TaskThread):
   /// with a kept thread, compute-sanitizer racecheck did not finish the
   /// engine's GPU tests in one process (the third engine's halo never
@@ -827,44 +884,72 @@ class GpuBeamExecutor final : public BeamExecutor {
       halo_job_pending_ = false;
       halo_job_.set_value(std::nullopt);
     }
-    if (halo_run_.valid()) halo_run_.get();  // rethrows what an unawaited halo threw
+    if (halo_run_.valid()) halo_run_.get();                // the earlier thread's exit
+    if (halo_result_.valid()) halo_result_.get();          // rethrows what an unawaited halo threw
     halo_job_ = std::promise<std::optional<HaloJob>>();
     std::future<std::optional<HaloJob>> job = halo_job_.get_future();
+    std::promise<std::optional<double>> result;
+    halo_result_ = result.get_future();
     halo_job_pending_ = true;
-    halo_run_ = std::async(std::launch::async, [this, job = std::move(job)]() mutable -> std::optional<double> {
-      const std::optional<HaloJob> j = job.get();
-      if (!j) return std::nullopt;
-      HostTimeline::mark("halo thread: job");
-      PD_CUDA_CHECK(cudaSetDevice(device_));
-      bin_halo(j->coarse, j->binning, j->stack_slices, j->layers.depth_slice);
-      run_halo(j->coarse, j->stack_slices, j->layers, j->beam_from_out_index);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - j->start).count();
+    // The result is set before the thread exits (wait_halo does not wait for
+    // the exit); the exit is joined by the next spawn or the destructor.
+    halo_run_ = std::async(std::launch::async, [this, job = std::move(job), result = std::move(result)]() mutable {
+      try {
+        const std::optional<HaloJob> j = get_polled(job);
+        if (!j) {
+          result.set_value(std::nullopt);
+          return;
+        }
+        HostTimeline::mark("halo thread: job");
+        PD_CUDA_CHECK(cudaSetDevice(device_));
+        run_halo(j->coarse, j->stack_slices, j->beam_from_out_index);
+        result.set_value(std::chrono::duration<double>(std::chrono::steady_clock::now() - j->start).count());
+      } catch (...) {
+        result.set_exception(std::current_exception());
+      }
     });
   }
-  static HaloLayers halo_layers_of(const std::vector<HostLayerTables>& layers, std::size_t stack_slices,
-                                   int bev_slices) {
-    return {stack_depth_slices(layers, stack_slices), depth_groups(layers, bev_slices)};
-  }
 
-  /// A DepthGroups' two arrays to the device, in stream_, through the pinned
-  /// staging (whose earlier copies must be done).
-  void upload_groups(const DepthGroups& groups, DeviceBuffer<int>& begin, DeviceBuffer<int>& members) {
-    upload_staging_.begin(PinnedStaging::bytes_for<int>(groups.member_begin.size()) +
-                          PinnedStaging::bytes_for<int>(groups.member_slices.size()));
-    int* b = upload_staging_.take<int>(groups.member_begin.size());
-    int* m = upload_staging_.take<int>(groups.member_slices.size());
+  /// While the layer kernel runs (layer_images): the stack's slices per depth
+  /// (DepthGroups: both superpositions' SliceGroups, the core's and the
+  /// halo's, whose coarse grid has the same slices) and each stack slice's
+  /// depth slice (the halo's binning), queued to the device behind the
+  /// kernel from pinned memory of their own (upload_staging_'s copies may
+  /// still be queued). Built after the layer kernel, they were ~0.1 ms of
+  /// host work before the superpositions, with the GPU idle (H100 host).
+  void stage_stack_groups(const std::vector<HostLayerTables>& layers, std::size_t stack_slices, int bev_slices) {
+    const DepthGroups groups = depth_groups(layers, bev_slices);
+    const std::vector<int> depth_slice = stack_depth_slices(layers, stack_slices);
+    const std::size_t begins = groups.member_begin.size(), members = groups.member_slices.size();
+    group_staging_.begin(PinnedStaging::bytes_for<int>(begins) + PinnedStaging::bytes_for<int>(members) +
+                         PinnedStaging::bytes_for<int>(stack_slices));
+    int* b = group_staging_.take<int>(begins);
+    int* m = group_staging_.take<int>(members);
+    int* d = group_staging_.take<int>(stack_slices);
     std::copy(groups.member_begin.begin(), groups.member_begin.end(), b);
     std::copy(groups.member_slices.begin(), groups.member_slices.end(), m);
-    upload(begin, b, groups.member_begin.size(), stream_);
-    upload(members, m, groups.member_slices.size(), stream_);
+    std::copy(depth_slice.begin(), depth_slice.end(), d);
+    upload(group_begin_, b, begins, stream_);
+    upload(group_members_, m, members, stream_);
+    upload(depth_slice_, d, stack_slices, stream_);
+    groups_stack_slices_ = stack_slices;
+    groups_bev_slices_ = bev_slices;
+  }
+
+  /// The stack that the superpositions get is the one whose groups
+  /// layer_images staged.
+  void check_staged_groups(const char* who, std::size_t stack_slices, int bev_slices) const {
+    if (stack_slices != groups_stack_slices_ || bev_slices != groups_bev_slices_)
+      throw InternalError(std::string(who) + ": not the stack of the last layer_images (" +
+                          std::to_string(stack_slices) + " stack slices over " + std::to_string(bev_slices) +
+                          " depth slices; staged: " + std::to_string(groups_stack_slices_) + " over " +
+                          std::to_string(groups_bev_slices_) + ")");
   }
 
   /// Queues the binning of the layer images' halo sums onto the coarse grid
   /// (halo_in_: image, σx, σy) in halo_stream_.
-  void bin_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices,
-                const std::vector<int>& depth_slice) {
+  void bin_halo(const BevGeometry& hg, const kernels::HaloBinning& h, std::size_t stack_slices) {
     const std::size_t n = stack_slices * hg.plane();
-    upload(depth_slice_, depth_slice.data(), depth_slice.size(), halo_stream_);
     halo_in_.reserve(3 * n);
     float* image = halo_in_.get();
     if (n == 0) return;  // a grid of no blocks is a launch error
@@ -883,8 +968,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// per depth into halo_bev_, which finish_beam resamples with the core's
   /// dose (pending_halo_) — in halo_stream_, with halo_superposer_ and
   /// buffers of the halo's own; returns with the work done.
-  void run_halo(const BevGeometry& hg, std::size_t stack_slices, const HaloLayers& hl,
-                const kernels::Affine3& beam_from_out_index) {
+  void run_halo(const BevGeometry& hg, std::size_t stack_slices, const kernels::Affine3& beam_from_out_index) {
     // An earlier layer group's coarse dose still waits for finish_beam: into
     // the beam dose now, before its buffer is reused (the binning queued
     // before it writes halo_in_, not halo_bev_).
@@ -899,9 +983,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The coarse stack summed per depth into halo_bev_ by the superposer, as the core's.
     const std::size_t halo_bev_pixels = hplane * static_cast<std::size_t>(hg.slices);
     zero(halo_bev_, halo_bev_pixels, halo_stream_);
-    upload(halo_group_begin_, hl.groups.member_begin.data(), hl.groups.member_begin.size(), halo_stream_);
-    upload(halo_group_members_, hl.groups.member_slices.data(), hl.groups.member_slices.size(), halo_stream_);
     PD_CUDA_CHECK(cudaStreamSynchronize(halo_stream_));
+    HostTimeline::mark("halo thread: binned");
     halo_stack_out_.reserve(n);
     SuperpositionInput in;
     in.shape = {static_cast<int>(stack_slices), hg.rows, hg.cols};
@@ -909,7 +992,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.sigma_x_px = {image + n, n};
     in.sigma_y_px = {image + 2 * n, n};
     in.slice_summary = halo_slice_summary_.get();  // bin_halo's
-    in.groups = {hg.slices, halo_group_begin_.get(), halo_group_members_.get(), halo_bev_.get()};
+    // The core's groups (stage_stack_groups; read only, by both superposers).
+    in.groups = {hg.slices, group_begin_.get(), group_members_.get(), halo_bev_.get()};
     halo_superposer_.superpose_device(in, halo_stack_out_.get());  // returns with it done
     pending_halo_ = hg;  // resampled by finish_beam, with the core's dose
     HostTimeline::mark("halo thread: done");
@@ -1125,6 +1209,7 @@ class GpuBeamExecutor final : public BeamExecutor {
         std::copy(h.halo_weight->begin(), h.halo_weight->end(), packs.floats + o.halo_weight);
         std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), packs.floats + o.halo_sigma);
       }
+      HostTimeline::mark("staging thread: packed");
       return packs;
     });
     staged_grid_ = full;
@@ -1271,7 +1356,8 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::size_t bev_pixels_ = 0;
   /// The plan scaled and checked by the last beam's finish_beam: its scale and summary.
   std::optional<std::pair<double, PlanDoseSummary>> finished_plan_;
-  int* trace_found_ = nullptr;  ///< pinned: the trace's entry and first-material slices (start_trace)
+  int* trace_back_ = nullptr;   ///< pinned (upload_staging_): the last start_trace's read-back, until trace_summary
+  std::size_t trace_cutoffs_ = 0;  ///< its cut-offs
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
@@ -1283,13 +1369,14 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::future<StagedPacks> staged_packing_;  ///< stage_beam_layers' packing, until upload_staged_layers
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
+  DeviceBuffer<double> segment_wet_;  ///< [segment][ray] (start_trace)
   DeviceBuffer<float> layer_float_pack_, air_sigma_pack_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, stack_out_, halo_in_, halo_bev_;
   /// The layer images' halo: column sums of the shares and of the shares
   /// times their variances (ColumnBinnedHaloStore).
   DeviceBuffer<double> halo_share_sum_, halo_weighted_sum_;
-  DeviceBuffer<int> ints_, depth_slice_, cutoff_most_;
+  DeviceBuffer<int> ints_, depth_slice_;
   DeviceBuffer<char> sums_;
   DeviceBuffer<DeviceSpot> spots_;
   DeviceBuffer<double> spread_sigma_, fluence_;
@@ -1297,16 +1384,19 @@ class GpuBeamExecutor final : public BeamExecutor {
   cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
   cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition
   /// The halo's thread (spawn_halo_thread): its seconds, or nothing when it got no job.
-  std::future<std::optional<double>> halo_run_;
+  std::future<void> halo_run_;                      ///< the halo's thread (std::async): joined by get()
+  std::future<std::optional<double>> halo_result_;  ///< its result, set before it exits
   std::promise<std::optional<HaloJob>> halo_job_;  ///< what the waiting thread gets from start_halo
   bool halo_job_pending_ = false;                  ///< a thread waits for halo_job_
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation
   static constexpr std::size_t kStagingBytes = std::size_t{8} << 20;
   void* download_staging_[2] = {nullptr, nullptr};      ///< pinned download ring (download())
   cudaEvent_t download_staged_[2] = {nullptr, nullptr};  ///< a chunk has landed in download_staging_[b]
-  DeviceBuffer<int> group_begin_, group_members_;  ///< the stack's depth groups (superpose_stack)
+  DeviceBuffer<int> group_begin_, group_members_;  ///< the stack's depth groups (stage_stack_groups)
+  PinnedStaging group_staging_;                    ///< stage_stack_groups' uploads
+  std::size_t groups_stack_slices_ = 0;            ///< the stack the staged groups describe
+  int groups_bev_slices_ = -1;
   DeviceBuffer<float> halo_stack_out_;  ///< the halo's superposition output (run_halo)
-  DeviceBuffer<int> halo_group_begin_, halo_group_members_;  ///< the coarse stack's (run_halo)
   DeviceBuffer<kernels::LayerTables<float>> device_layers_;
   // Last, so that they join first on destruction, while what their tasks
   // use still exists: the plan dose's host volume (start_plan_host_volume)
