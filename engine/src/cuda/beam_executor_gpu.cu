@@ -560,10 +560,14 @@ class GpuBeamExecutor final : public BeamExecutor {
     // A stream of its own, not the legacy default stream: engines of several
     // workers on one GPU (robust, batch) then neither serialise their kernels
     // nor wait for each other's work at every stage's synchronisation.
-    // The halo's streams keep the default priority: at the greatest, its
-    // kernels ran first as SMs freed up, and the water cube came out the same
-    // with separable slices (4.15 against 4.19 ms) and 0.25 ms slower with
-    // the scatter (9.39 against 9.13 ms; H100, 2026-11-26).
+    // The halo's streams keep the default priority, and neither
+    // superposition waits for the other: the halo's passes often run on
+    // after the core's (its analysis queues behind the core's passes), but
+    // at the greatest priority the water cube came out the same with
+    // separable slices (3.95 against 3.98 ms) and 0.26 ms slower with the
+    // scatter (9.57 against 9.31 ms), and with the core's passes held until
+    // the halo's were queued the same again (3.97 against 3.95 ms: the GPU
+    // idled through the halo's bucket read-back instead; H100, 2026-11-26).
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&halo_stream_, cudaStreamNonBlocking));
     void* pinned = nullptr;
@@ -1193,6 +1197,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     // waits for it and uploads (upload_staged_layers). Pure host work: the
     // tables it reads live until the computation ends.
     staged_packing_ = staging_thread_.run([layers, packs, staged = staged_, full] {
+      HostTimeline::mark("staging thread: packing");
       std::size_t n = 0;
       for (std::size_t i = 0; i < layers.size(); ++i) {
         const HostLayerTables& h = layers[i];
@@ -1229,7 +1234,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// layer_images of the beam; later groups find them uploaded).
   void upload_staged_layers() {
     if (!staged_packing_.valid()) return;
-    const StagedPacks packs = staged_packing_.get();
+    const StagedPacks packs = get_polled(staged_packing_);  // the GPU waits for it: no sleep
     upload(spots_, packs.spots, packs.spot_count, stream_);
     upload(layer_pack_, packs.doubles, packs.double_count, stream_);
     upload(layer_float_pack_, packs.floats, packs.float_count, stream_);
