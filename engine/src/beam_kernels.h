@@ -882,57 +882,73 @@ struct VoxelIndexer {
   }
 };
 
-/// Trilinear sample of a BEV array [slice][row][col] at fractional
-/// (col, row, slice); 0 beyond the half-pixel border.
-/// Blend: the type of the eight-point blend (the positions and weights are
-/// found in double either way). The CPU, the oracle, blends in double; the
-/// GPU's resampling in float: in double, with the eight loads converted,
-/// the 16.7 M voxels of the water cube's dose (two samples each, core and
-/// halo) ran on the H100's FP64 pipe and conversions (resampling 0.32 ms,
-/// ncu). In float the sample moves by a few float ulps of the dose.
-template <class Blend = double>
-PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, double col, double row, double slice) {
-  int c0, c1, r0, r1, s0, s1;
-  double fc, fr, fs;
-  if (!axis_lerp(col, g.cols, c0, c1, fc) || !axis_lerp(row, g.rows, r0, r1, fr) || !axis_lerp(slice, g.slices, s0, s1, fs))
-    return 0.0f;
-  const std::size_t plane = g.plane();
-  const auto at = [&](int s, int r, int c) {
-    return static_cast<Blend>(bev[static_cast<std::size_t>(s) * plane + static_cast<std::size_t>(r) * g.cols + c]);
-  };
-  const Blend wc = static_cast<Blend>(fc), wr = static_cast<Blend>(fr), ws = static_cast<Blend>(fs);
-  const Blend one = 1;
-  const Blend a0 = (at(s0, r0, c0) * (one - wc) + at(s0, r0, c1) * wc) * (one - wr) +
-                   (at(s0, r1, c0) * (one - wc) + at(s0, r1, c1) * wc) * wr;
-  const Blend a1 = (at(s1, r0, c0) * (one - wc) + at(s1, r0, c1) * wc) * (one - wr) +
-                   (at(s1, r1, c0) * (one - wc) + at(s1, r1, c1) * wc) * wr;
-  return static_cast<float>(a0 * (one - ws) + a1 * ws);
+/// axis_lerp in float (the GPU's resampling: sample_bev_index<float>).
+PD_HD inline bool axis_lerp(float c, int n, int& i0, int& i1, float& f) {
+  if (!(c >= -0.5f) || !(c <= n - 0.5f)) return false;
+  const float x = fminf(fmaxf(c, 0.0f), static_cast<float>(n - 1));
+  int i = static_cast<int>(floorf(x));
+  if (i >= n - 1) i = n - 2 > 0 ? n - 2 : 0;
+  i0 = i;
+  i1 = i + 1 < n - 1 ? i + 1 : n - 1;
+  f = n == 1 ? 0.0f : x - static_cast<float>(i);
+  return true;
 }
 
-/// Trilinear sample of a BEV array at a beam-frame point (x, y, depth); 0 outside.
-template <class Blend = double>
+/// Trilinear sample of a BEV array [slice][row][col] at fractional
+/// (col, row, slice); 0 beyond the half-pixel border.
+/// Real: the type of the fractional position, the weights and the
+/// eight-point blend. The CPU, the oracle, works in double; the GPU's
+/// resampling in float: in double, the 16.7 M voxels of the water cube's
+/// dose (two samples each, core and halo) kept the H100 at its instruction
+/// issue limit (305 µs, ~480 instructions a voxel; ncu). The sample then
+/// moves by a few float ulps of the dose, and by up to ~10⁻⁵ pixel of
+/// position (the index is found in double and rounded once).
+template <class Real = double>
+PD_HD inline float sample_bev_index(const BevGeometry& g, const float* bev, Real col, Real row, Real slice) {
+  int c0, c1, r0, r1, s0, s1;
+  Real fc, fr, fs;
+  if (!axis_lerp(col, g.cols, c0, c1, fc) || !axis_lerp(row, g.rows, r0, r1, fr) || !axis_lerp(slice, g.slices, s0, s1, fs))
+    return 0.0f;
+  // Two slice planes, each indexed within (a plane has fewer than 2³¹ pixels).
+  const std::size_t plane = g.plane();
+  const float* p0 = bev + static_cast<std::size_t>(s0) * plane;
+  const float* p1 = bev + static_cast<std::size_t>(s1) * plane;
+  const int o00 = r0 * g.cols + c0, o01 = r0 * g.cols + c1, o10 = r1 * g.cols + c0, o11 = r1 * g.cols + c1;
+  const Real one = 1;
+  const auto at = [](const float* p, int o) { return static_cast<Real>(p[o]); };
+  const Real a0 = (at(p0, o00) * (one - fc) + at(p0, o01) * fc) * (one - fr) +
+                  (at(p0, o10) * (one - fc) + at(p0, o11) * fc) * fr;
+  const Real a1 = (at(p1, o00) * (one - fc) + at(p1, o01) * fc) * (one - fr) +
+                  (at(p1, o10) * (one - fc) + at(p1, o11) * fc) * fr;
+  return static_cast<float>(a0 * (one - fs) + a1 * fs);
+}
+
+/// Trilinear sample of a BEV array at a beam-frame point (x, y, depth); 0
+/// outside. The fractional index is found in double, then taken as Real.
+template <class Real = double>
 PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double x, double y, double d) {
   // At the isocentre plane (a parallel beam everywhere: 1/SAD = 0, no division).
   const double x_iso = g.inv_sad_x == 0.0 ? x : x / g.magnification_x(d);
   const double y_iso = g.inv_sad_y == 0.0 ? y : y / g.magnification_y(d);
-  return sample_bev_index<Blend>(g, bev, (x_iso - g.x0_mm) * g.inv_pitch_x_mm, (y_iso - g.y0_mm) * g.inv_pitch_y_mm,
-                                 (d - g.depth0_mm) * g.inv_depth_step_mm);
+  return sample_bev_index<Real>(g, bev, static_cast<Real>((x_iso - g.x0_mm) * g.inv_pitch_x_mm),
+                                static_cast<Real>((y_iso - g.y0_mm) * g.inv_pitch_y_mm),
+                                static_cast<Real>((d - g.depth0_mm) * g.inv_depth_step_mm));
 }
 
 /// Adds the BEV dose at beam-frame point p to *dose_voxel.
-template <class Blend = double>
+template <class Real = double>
 PD_HD inline void resample_point(const BevGeometry& g, const float* bev, const double p[3], float* dose_voxel) {
-  const float v = sample_bev_at<Blend>(g, bev, p[0], p[1], p[2]);
+  const float v = sample_bev_at<Real>(g, bev, p[0], p[1], p[2]);
   if (v != 0.0f) *dose_voxel += v;
 }
 
 /// Adds the BEV dose at output voxel (i, j, k) to dose[voxel].
-template <class Blend = double>
+template <class Real = double>
 PD_HD inline void resample_voxel(const BevGeometry& g, const float* bev, const Affine3& beam_from_index, int i, int j,
                                  int k, float* dose_voxel) {
   double p[3];
   beam_from_index.apply(i, j, k, p);
-  resample_point<Blend>(g, bev, p, dose_voxel);
+  resample_point<Real>(g, bev, p, dose_voxel);
 }
 
 #undef PD_HD

@@ -199,10 +199,12 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
   EXPECT_EQ(k::sample_volume(v.data(), n, 0.0, 2.6, 0.0), 0.0f);
 }
 
-// The GPU's resampling blends the eight BEV samples in float
-// (sample_bev_index<float>); the CPU, the oracle, in double. Same positions
-// and weights: the two agree to float rounding, and both are 0 outside.
-TEST(BeamKernels, BevSampleBlendedInFloatIsTheDoubleBlendToFloatRounding) {
+// The GPU's resampling works in float (sample_bev_index<float>: the
+// fractional position, the weights and the blend); the CPU, the oracle, in
+// double. The two agree to float rounding (positions below 8 px here: ulps
+// of ~5·10⁻⁷ px, on values up to 2 that differ by up to 2 from pixel to
+// pixel), both are 0 outside, and a wrong weight or neighbour would show.
+TEST(BeamKernels, BevSampleInFloatIsTheDoubleOneToFloatRounding) {
   k::BevGeometry g{};
   g.cols = 7;
   g.rows = 5;
@@ -222,7 +224,7 @@ TEST(BeamKernels, BevSampleBlendedInFloatIsTheDoubleBlendToFloatRounding) {
       continue;
     }
     ++inside;
-    ASSERT_NEAR(f, d, 4e-7f * 2.0f) << c << " " << r << " " << s;
+    ASSERT_NEAR(f, d, 3e-6f) << c << " " << r << " " << s;
   }
   EXPECT_GT(inside, 10000);
 }

@@ -1185,26 +1185,39 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     // The copies out of the previous beam's staging ended at the syncs since;
     // its packing, at the latest in that beam's layer_images.
-    if (staged_packing_.valid()) staged_packing_.get();
+    finish_staged_packing();
     beam_staging_.begin(PinnedStaging::bytes_for<DeviceSpot>(spot_count) + PinnedStaging::bytes_for<double>(doubles) +
                         PinnedStaging::bytes_for<float>(floats));
     StagedPacks packs{beam_staging_.take<DeviceSpot>(spot_count), spot_count,
                       beam_staging_.take<double>(doubles),        doubles,
                       beam_staging_.take<float>(floats),          floats};
-    // The packing (~0.2 ms for the water cube's 21,780 spots and 20 layers,
-    // H200 host) runs on a thread of its own, so that this thread goes on to
-    // the trace's read-backs and the per-slice tables; the first layer_images
-    // waits for it and uploads (upload_staged_layers). Pure host work: the
-    // tables it reads live until the computation ends.
-    staged_packing_ = staging_thread_.run([layers, packs, staged = staged_, full] {
-      HostTimeline::mark("staging thread: packing");
+    // The packing runs on threads of their own, so that this thread goes on
+    // to the trace's read-backs and the per-slice tables; the first
+    // layer_images waits for it and uploads (upload_staged_layers). Pure host
+    // work: the tables it reads live until the computation ends. Two
+    // threads, the spots on one and the layers' curves and tables on the
+    // other: on one, the packing (0.16 ms for the water cube's 21,780 spots
+    // and 20 layers, H100 host) still ran when the layer kernel could have
+    // been launched.
+    staged_packs_ = packs;
+    const auto shared_layers = std::make_shared<const std::vector<HostLayerTables>>(layers);
+    const auto shared_staged = std::make_shared<const std::vector<StagedLayer>>(staged_);
+    staged_spot_packing_ = staging_thread_.run([shared_layers, packs, full] {
+      HostTimeline::mark("staging thread: packing spots");
+      const std::vector<HostLayerTables>& layers = *shared_layers;
       std::size_t n = 0;
-      for (std::size_t i = 0; i < layers.size(); ++i) {
-        const HostLayerTables& h = layers[i];
-        const StagedLayer& o = staged[i];
-        for (const SpotProtons& sp : *h.spots)
+      for (std::size_t i = 0; i < layers.size(); ++i)
+        for (const SpotProtons& sp : *layers[i].spots)
           packs.spots[n++] = {(sp.x_iso_mm - full.x0_mm) / full.pitch_x_mm, (sp.y_iso_mm - full.y0_mm) / full.pitch_y_mm,
                               sp.protons, static_cast<int>(i)};
+      HostTimeline::mark("staging thread: spots packed");
+    });
+    staged_table_packing_ = table_staging_thread_.run([shared_layers, shared_staged, packs] {
+      HostTimeline::mark("table thread: packing");
+      const std::vector<HostLayerTables>& layers = *shared_layers;
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        const HostLayerTables& h = layers[i];
+        const StagedLayer& o = (*shared_staged)[i];
         std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), packs.doubles + o.depth);
         std::copy(h.curve_idd->begin(), h.curve_idd->end(), packs.doubles + o.idd);
         std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), packs.doubles + o.cidd);
@@ -1214,10 +1227,15 @@ class GpuBeamExecutor final : public BeamExecutor {
         std::copy(h.halo_weight->begin(), h.halo_weight->end(), packs.floats + o.halo_weight);
         std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), packs.floats + o.halo_sigma);
       }
-      HostTimeline::mark("staging thread: packed");
-      return packs;
+      HostTimeline::mark("table thread: packed");
     });
     staged_grid_ = full;
+  }
+
+  /// Waits for the staged packing, if any (rethrows what it threw).
+  void finish_staged_packing() {
+    if (staged_spot_packing_.valid()) get_polled(staged_spot_packing_);
+    if (staged_table_packing_.valid()) get_polled(staged_table_packing_);
   }
 
   /// Where stage_beam_layers packs: pinned host arrays of beam_staging_.
@@ -1233,8 +1251,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// The staged packs' uploads, once their packing is done (the first
   /// layer_images of the beam; later groups find them uploaded).
   void upload_staged_layers() {
-    if (!staged_packing_.valid()) return;
-    const StagedPacks packs = get_polled(staged_packing_);  // the GPU waits for it: no sleep
+    if (!staged_spot_packing_.valid()) return;
+    finish_staged_packing();  // polled: the GPU waits for it
+    const StagedPacks& packs = staged_packs_;
     upload(spots_, packs.spots, packs.spot_count, stream_);
     upload(layer_pack_, packs.doubles, packs.double_count, stream_);
     upload(layer_float_pack_, packs.floats, packs.float_count, stream_);
@@ -1371,7 +1390,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   int halo_column_bin_ = 1;       ///< the last layer images' (LayerStackArgs::halo_column_bin)
   std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
   BevGeometry staged_grid_{};  ///< the grid the staged spots' pixel units refer to
-  std::future<StagedPacks> staged_packing_;  ///< stage_beam_layers' packing, until upload_staged_layers
+  StagedPacks staged_packs_{};                ///< where stage_beam_layers packs
+  std::future<void> staged_spot_packing_;     ///< its packing of the spots, until upload_staged_layers
+  std::future<void> staged_table_packing_;    ///< and of the layers' curves and tables
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
   DeviceBuffer<double> segment_wet_;  ///< [segment][ray] (start_trace)
@@ -1407,7 +1428,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   // use still exists: the plan dose's host volume (start_plan_host_volume)
   // and the packing of the beam's layers (stage_beam_layers), each on a
   // thread kept for the executor's lifetime. Host work only: no CUDA call.
-  TaskThread plan_host_thread_, staging_thread_;
+  TaskThread plan_host_thread_, staging_thread_, table_staging_thread_;
 };
 
 }  // namespace
