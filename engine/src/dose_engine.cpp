@@ -718,6 +718,21 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       for (const LayerWork& L : layers) cutoffs.push_back(L.cutoff_wepl_mm);
       exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame), cutoffs);
       HostTimeline::mark("beam: trace launched");
+      // Each layer's in-air σ at every slice of the full grid (the crop takes
+      // its slices), on the engine's set-up thread while this one collects
+      // the spots, both while the GPU traces: on this thread after the
+      // spots, the tables were ~60–90 µs more before the layer kernel could
+      // start (H100 hosts). Joined before anything can unwind past `layers`.
+      std::future<void> air_tables =
+          setup_thread_.run([this, &full, &layers] {
+            for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, full, L);
+          });
+      struct Join {
+        std::future<void>& f;
+        ~Join() {
+          if (f.valid()) f.wait();
+        }
+      } join_air_tables{air_tables};
       if (!spots_collected) collect_spots();  // while the GPU traces
       {
         // And what of the layers does not depend on the cropping: the GPU
@@ -726,10 +741,6 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(layers[li], li, staged[li]);
         exec.stage_beam_layers(full_geometry, staged);
       }
-      // Each layer's in-air σ at every slice of the full grid, while the GPU
-      // traces (the crop takes its slices): built after the crop, the tables
-      // were ~50 µs of host work with the GPU idle (water cube, H100 host).
-      for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, full, L);
       HostTimeline::mark("beam: spots collected, layers staged");
       const TraceSummary traced = exec.trace_summary();
       HostTimeline::mark("beam: trace summary back");
@@ -751,6 +762,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       grid.slices = slices;
       stage_done(result.timings.ray_tracing_s);
 
+      get_polled(air_tables);  // rethrows what the tables threw
       for (LayerWork& L : layers) crop_air_sigma(L, first);
       const std::size_t plane = grid.rays();
       const kernels::BevGeometry geometry = geometry_of(grid);

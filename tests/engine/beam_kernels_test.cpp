@@ -199,6 +199,29 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
   EXPECT_EQ(k::sample_volume(v.data(), n, 0.0, 2.6, 0.0), 0.0f);
 }
 
+// The trace samples stopping power and density at one point with shared
+// weights (sample_two_volumes): each bitwise what sample_volume gives, inside,
+// on the half-voxel border and outside.
+TEST(BeamKernels, TwoVolumesSampledTogetherEqualEachSampledAloneBitwise) {
+  const int n[3] = {6, 4, 5};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(0.0f, 3.0f);
+  std::vector<float> a(6 * 4 * 5), b(a.size());
+  for (float& x : a) x = value(rng);
+  for (float& x : b) x = value(rng);
+  std::uniform_real_distribution<double> ci(-1.0, 6.0), cj(-1.0, 4.0), ck(-1.0, 5.0);
+  int inside = 0;
+  for (int t = 0; t < 5000; ++t) {
+    const double i = ci(rng), j = cj(rng), kk = ck(rng);
+    float sa = -1.0f, sb = -1.0f;
+    k::sample_two_volumes(a.data(), b.data(), n, i, j, kk, &sa, &sb);
+    ASSERT_EQ(sa, k::sample_volume(a.data(), n, i, j, kk)) << i << " " << j << " " << kk;
+    ASSERT_EQ(sb, k::sample_volume(b.data(), n, i, j, kk)) << i << " " << j << " " << kk;
+    if (sa != 0.0f) ++inside;
+  }
+  EXPECT_GT(inside, 1000);
+}
+
 // The GPU's resampling works in float (sample_bev_index<float>: the
 // fractional position, the weights and the blend); the CPU, the oracle, in
 // double. The two agree to float rounding (positions below 8 px here: ulps

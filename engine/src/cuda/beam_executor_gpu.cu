@@ -852,16 +852,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     return get_polled(halo_result_);
   }
 
-  /// A future's value, polled with a yield between polls rather than slept
-  /// on: the halo's two handoffs (its job to the halo's thread, its end to
-  /// the caller) woke the waiting thread 26 and 45 µs late, with the GPU
-  /// waiting (H100 host, 2026-11-26; the end also waited for the thread's
-  /// exit: a std::async future joins its thread in get()).
-  template <class T>
-  static T get_polled(std::future<T>& f) {
-    while (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::this_thread::yield();
-    return f.get();
-  }
 
   /// What start_halo hands to the halo's thread, the binning queued.
   struct HaloJob {

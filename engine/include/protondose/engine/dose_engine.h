@@ -22,6 +22,7 @@
 
 #include "protondose/core/grid.h"
 #include "protondose/core/plan.h"
+#include "protondose/core/task_thread.h"
 #include "protondose/gpu/superposition.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
@@ -310,6 +311,9 @@ class DoseEngine {
   mutable std::map<double, physics::CumulativeDepthDose> depth_dose_cache_;
   /// By (nominal energy, shifter WET); bounded (cleared past kMaxLayerPhysics).
   mutable std::map<std::pair<double, double>, std::shared_ptr<const LayerPhysics>> layer_physics_cache_;
+  /// Builds the layers' in-air σ tables while compute() collects the spots
+  /// (last: its thread ends before the members it may read).
+  mutable TaskThread setup_thread_;
 };
 
 /// The output grid: the CT grid, or the CT's extent (outer voxel faces) at

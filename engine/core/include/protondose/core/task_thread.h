@@ -7,6 +7,7 @@
 /// executor's host volume for the plan dose, started with the plan). A thread
 /// kept for the owner's lifetime takes a task in a few µs.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -71,5 +72,15 @@ class TaskThread {
   bool stopping_ = false;
   std::thread thread_;  // last: started once the members above exist
 };
+
+/// A future's value, polled with a yield between polls rather than slept
+/// on: for a result the GPU waits for, where a sleeping thread woke 25–45 µs
+/// after it was set (H100 hosts; and a std::async future joins its thread
+/// in get()). Rethrows what the task threw.
+template <class T>
+T get_polled(std::future<T>& f) {
+  while (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::this_thread::yield();
+  return f.get();
+}
 
 }  // namespace protondose
