@@ -575,6 +575,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     pinned_ = new (pinned) PinnedSmall{};
   }
   ~GpuBeamExecutor() override {
+    release_staging_threads();  // before the staging threads join
     if (halo_job_pending_) halo_job_.set_value(std::nullopt);
     if (halo_run_.valid()) halo_run_.wait();  // its result, if unawaited, is dropped with halo_result_
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -647,6 +648,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
                    const std::vector<double>& cutoffs) override {
+    wake_staging_threads();  // for stage_beam_layers, while the host collects the spots
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     trace_pixels_ = pixels;
     trace_rsp_.reserve(pixels);
@@ -1173,59 +1175,34 @@ class GpuBeamExecutor final : public BeamExecutor {
       o.wepl_nodes = static_cast<int>(h.energy_mev->size());
       o.has_halo = !h.halo_weight->empty();
     }
-    // The copies out of the previous beam's staging ended at the syncs since;
-    // its packing, at the latest in that beam's layer_images.
-    finish_staged_packing();
+    // The previous beam's packing ended in start_trace (wake_staging_threads),
+    // its copies at the syncs since.
+    if (!staging_jobs_pending_) wake_staging_threads();  // no start_trace before: woken now
     beam_staging_.begin(PinnedStaging::bytes_for<DeviceSpot>(spot_count) + PinnedStaging::bytes_for<double>(doubles) +
                         PinnedStaging::bytes_for<float>(floats));
     StagedPacks packs{beam_staging_.take<DeviceSpot>(spot_count), spot_count,
                       beam_staging_.take<double>(doubles),        doubles,
                       beam_staging_.take<float>(floats),          floats};
-    // The packing runs on threads of their own, so that this thread goes on
-    // to the trace's read-backs and the per-slice tables; the first
-    // layer_images waits for it and uploads (upload_staged_layers). Pure host
-    // work: the tables it reads live until the computation ends. Two
-    // threads, the spots on one and the layers' curves and tables on the
-    // other: on one, the packing (0.16 ms for the water cube's 21,780 spots
-    // and 20 layers, H100 host) still ran when the layer kernel could have
-    // been launched.
     staged_packs_ = packs;
-    const auto shared_layers = std::make_shared<const std::vector<HostLayerTables>>(layers);
-    const auto shared_staged = std::make_shared<const std::vector<StagedLayer>>(staged_);
-    staged_spot_packing_ = staging_thread_.run([shared_layers, packs, full] {
-      HostTimeline::mark("staging thread: packing spots");
-      const std::vector<HostLayerTables>& layers = *shared_layers;
-      std::size_t n = 0;
-      for (std::size_t i = 0; i < layers.size(); ++i)
-        for (const SpotProtons& sp : *layers[i].spots)
-          packs.spots[n++] = {(sp.x_iso_mm - full.x0_mm) / full.pitch_x_mm, (sp.y_iso_mm - full.y0_mm) / full.pitch_y_mm,
-                              sp.protons, static_cast<int>(i)};
-      HostTimeline::mark("staging thread: spots packed");
-    });
-    staged_table_packing_ = table_staging_thread_.run([shared_layers, shared_staged, packs] {
-      HostTimeline::mark("table thread: packing");
-      const std::vector<HostLayerTables>& layers = *shared_layers;
-      for (std::size_t i = 0; i < layers.size(); ++i) {
-        const HostLayerTables& h = layers[i];
-        const StagedLayer& o = (*shared_staged)[i];
-        std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), packs.doubles + o.depth);
-        std::copy(h.curve_idd->begin(), h.curve_idd->end(), packs.doubles + o.idd);
-        std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), packs.doubles + o.cidd);
-        std::copy(h.curve_idd_slope->begin(), h.curve_idd_slope->end(), packs.doubles + o.idd_slope);
-        std::copy(h.energy_mev->begin(), h.energy_mev->end(), packs.floats + o.energy);  // double → float
-        std::copy(h.scattering_factor->begin(), h.scattering_factor->end(), packs.floats + o.scattering);
-        std::copy(h.halo_weight->begin(), h.halo_weight->end(), packs.floats + o.halo_weight);
-        std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), packs.floats + o.halo_sigma);
-      }
-      HostTimeline::mark("table thread: packed");
-    });
+    // The packing runs on the two staging threads, so that this thread goes
+    // on to the trace's read-backs and the per-slice tables; the first
+    // layer_images waits for it and uploads (upload_staged_layers). Pure host
+    // work: the tables it reads live until the computation ends. The first
+    // thread packs the spots of the first layers, the second the curves and
+    // tables, then the other layers' spots, split so that both take about as
+    // long (one spot ~6 table values; 137 µs for the water cube's 21,780
+    // spots and 77 µs for its 20 layers' tables on an H100 host, each on a
+    // thread of its own, the spots last by 33 µs).
+    const std::size_t table_values = doubles + floats;
+    const std::size_t half = (spot_count + table_values / 6) / 2;
+    std::size_t split = 0;
+    while (split < staged_.size() && staged_[split].spot_end <= half) ++split;
+    StagingJob job{std::make_shared<const std::vector<HostLayerTables>>(layers),
+                   std::make_shared<const std::vector<StagedLayer>>(staged_), packs, full, split};
+    staging_jobs_pending_ = false;
+    spot_job_.set_value(job);
+    table_job_.set_value(std::move(job));
     staged_grid_ = full;
-  }
-
-  /// Waits for the staged packing, if any (rethrows what it threw).
-  void finish_staged_packing() {
-    if (staged_spot_packing_.valid()) get_polled(staged_spot_packing_);
-    if (staged_table_packing_.valid()) get_polled(staged_table_packing_);
   }
 
   /// Where stage_beam_layers packs: pinned host arrays of beam_staging_.
@@ -1238,9 +1215,89 @@ class GpuBeamExecutor final : public BeamExecutor {
     std::size_t float_count;
   };
 
+  /// What stage_beam_layers hands to the staging threads.
+  struct StagingJob {
+    std::shared_ptr<const std::vector<HostLayerTables>> layers;
+    std::shared_ptr<const std::vector<StagedLayer>> staged;
+    StagedPacks packs;
+    BevGeometry full;
+    std::size_t split_layer;  ///< the first thread packs the spots of layers [0, split_layer)
+  };
+
+  /// How long a staging thread woken by start_trace polls for its job
+  /// before it sleeps: the spots' collection takes ~0.2–0.3 ms.
+  static constexpr std::chrono::microseconds kStagingPollLimit{3000};
+
+  /// Wakes the staging threads (start_trace), to wait polling for
+  /// stage_beam_layers' job while the host collects the spots: woken by the
+  /// job, they started 40–65 µs after it (H100 host), and their packing was
+  /// the last thing the layer kernel's launch waited for. The previous
+  /// beam's packing ends first (its copies ended at the syncs since).
+  void wake_staging_threads() {
+    release_staging_threads();
+    finish_staged_packing();
+    spot_job_ = std::promise<std::optional<StagingJob>>();
+    table_job_ = std::promise<std::optional<StagingJob>>();
+    staged_spot_packing_ = staging_thread_.run([job = spot_job_.get_future()]() mutable {
+      const std::optional<StagingJob> j = get_polled(job, kStagingPollLimit);
+      if (j) pack_spots(*j, 0, j->split_layer, "staging thread: spots packed");
+    });
+    staged_table_packing_ = table_staging_thread_.run([job = table_job_.get_future()]() mutable {
+      const std::optional<StagingJob> j = get_polled(job, kStagingPollLimit);
+      if (!j) return;
+      pack_tables(*j);
+      pack_spots(*j, j->split_layer, j->layers->size(), "table thread: tables and spots packed");
+    });
+    staging_jobs_pending_ = true;
+  }
+
+  /// Ends woken staging threads that got no job (an error between
+  /// start_trace and stage_beam_layers, or the executor's end).
+  void release_staging_threads() {
+    if (!staging_jobs_pending_) return;
+    staging_jobs_pending_ = false;
+    spot_job_.set_value(std::nullopt);
+    table_job_.set_value(std::nullopt);
+  }
+
+  static void pack_spots(const StagingJob& j, std::size_t first_layer, std::size_t end_layer, const char* done) {
+    const std::vector<HostLayerTables>& layers = *j.layers;
+    std::size_t n = first_layer < end_layer ? (*j.staged)[first_layer].spot_begin : 0;
+    for (std::size_t i = first_layer; i < end_layer; ++i)
+      for (const SpotProtons& sp : *layers[i].spots)
+        j.packs.spots[n++] = {(sp.x_iso_mm - j.full.x0_mm) / j.full.pitch_x_mm,
+                              (sp.y_iso_mm - j.full.y0_mm) / j.full.pitch_y_mm, sp.protons, static_cast<int>(i)};
+    HostTimeline::mark(done);
+  }
+
+  static void pack_tables(const StagingJob& j) {
+    const std::vector<HostLayerTables>& layers = *j.layers;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const HostLayerTables& h = layers[i];
+      const StagedLayer& o = (*j.staged)[i];
+      double* d = j.packs.doubles;
+      float* f = j.packs.floats;
+      std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), d + o.depth);
+      std::copy(h.curve_idd->begin(), h.curve_idd->end(), d + o.idd);
+      std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), d + o.cidd);
+      std::copy(h.curve_idd_slope->begin(), h.curve_idd_slope->end(), d + o.idd_slope);
+      std::copy(h.energy_mev->begin(), h.energy_mev->end(), f + o.energy);  // double → float
+      std::copy(h.scattering_factor->begin(), h.scattering_factor->end(), f + o.scattering);
+      std::copy(h.halo_weight->begin(), h.halo_weight->end(), f + o.halo_weight);
+      std::copy(h.halo_sigma_mm->begin(), h.halo_sigma_mm->end(), f + o.halo_sigma);
+    }
+  }
+
+  /// Waits for the staged packing, if any (rethrows what it threw).
+  void finish_staged_packing() {
+    if (staged_spot_packing_.valid()) get_polled(staged_spot_packing_);
+    if (staged_table_packing_.valid()) get_polled(staged_table_packing_);
+  }
+
   /// The staged packs' uploads, once their packing is done (the first
   /// layer_images of the beam; later groups find them uploaded).
   void upload_staged_layers() {
+    if (staging_jobs_pending_) throw InternalError("layer_images: the beam's layers were not staged after its trace");
     if (!staged_spot_packing_.valid()) return;
     finish_staged_packing();  // polled: the GPU waits for it
     const StagedPacks& packs = staged_packs_;
@@ -1381,8 +1438,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
   BevGeometry staged_grid_{};  ///< the grid the staged spots' pixel units refer to
   StagedPacks staged_packs_{};                ///< where stage_beam_layers packs
-  std::future<void> staged_spot_packing_;     ///< its packing of the spots, until upload_staged_layers
-  std::future<void> staged_table_packing_;    ///< and of the layers' curves and tables
+  std::future<void> staged_spot_packing_;     ///< the staging threads' packing, until upload_staged_layers
+  std::future<void> staged_table_packing_;
+  std::promise<std::optional<StagingJob>> spot_job_, table_job_;  ///< what the woken staging threads wait for
+  bool staging_jobs_pending_ = false;                              ///< woken, no job given yet
   DeviceBuffer<float> plan_, beam_;
   DeviceBuffer<double> doubles_, layer_pack_;
   DeviceBuffer<double> segment_wet_;  ///< [segment][ray] (start_trace)

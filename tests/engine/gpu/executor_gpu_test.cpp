@@ -26,3 +26,14 @@ TEST(GpuBeamExecutor, StartHaloBeforeLayerImagesWithAHaloIsAnInternalError) {
   EXPECT_NE(m.find("start_halo: no layer images with a halo before it"), std::string::npos) << m;
   EXPECT_EQ(exec->wait_halo(), std::nullopt);  // and nothing runs
 }
+
+// trace_summary reads back what start_trace queued (through pinned memory
+// the next layer_images reuses): without a start_trace before it, an
+// InternalError rather than a read of stale memory.
+TEST(GpuBeamExecutor, TraceSummaryWithoutAStartTraceIsAnInternalError) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const auto exec = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
+  const std::string m = message_of<InternalError>([&] { exec->trace_summary(); });
+  EXPECT_NE(m.find("trace_summary: no start_trace before it"), std::string::npos) << m;
+}

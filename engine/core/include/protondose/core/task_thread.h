@@ -83,4 +83,19 @@ T get_polled(std::future<T>& f) {
   return f.get();
 }
 
+/// get_polled for at most `poll_limit`, then a sleeping wait: for a thread
+/// woken ahead of its job, which must not spin on if the job is late.
+template <class T>
+T get_polled(std::future<T>& f, std::chrono::microseconds poll_limit) {
+  const auto give_up = std::chrono::steady_clock::now() + poll_limit;
+  while (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      f.wait();
+      break;
+    }
+    std::this_thread::yield();
+  }
+  return f.get();
+}
+
 }  // namespace protondose
