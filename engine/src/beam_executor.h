@@ -143,6 +143,40 @@ inline void check_halo_binning(const kernels::HaloBinning& h, int layer_images_c
                       std::to_string(layer_images_column_bin) + " columns, and the factor must be a multiple of it");
 }
 
+/// What trace_summary returns, against what start_trace was given: a cut-off
+/// count per layer, each at most the slices from the first material slice to
+/// the full grid's end (the crop takes them from there). Call it once the
+/// trace has met the patient (entry_slice ≥ 0). InternalError otherwise.
+inline void check_trace_summary(const TraceSummary& s, std::size_t layers, int full_slices) {
+  std::ostringstream m;
+  if (s.first_material_slice < 0 || s.first_material_slice >= full_slices) {
+    m << "trace summary: first material slice " << s.first_material_slice << " outside the full grid's " << full_slices
+      << " slices";
+  } else if (s.slices_before_cutoff.size() != layers) {
+    m << "trace summary: " << s.slices_before_cutoff.size() << " cut-off counts for " << layers << " layers";
+  } else {
+    const int room = full_slices - s.first_material_slice;
+    for (std::size_t l = 0; l < layers && m.tellp() == 0; ++l) {
+      const int n = s.slices_before_cutoff[l];
+      if (n < 0 || n > room)
+        m << "trace summary: layer " << l << " needs " << n << " slices; 0 to " << room << " lie past slice "
+          << s.first_material_slice;
+    }
+  }
+  if (m.tellp() != 0) throw InternalError(m.str());
+}
+
+/// The stack a superposition is given (superpose_stack, start_halo) is the one
+/// whose depth groups the last layer_images staged: `who` names the caller.
+/// InternalError otherwise.
+inline void check_stack_staged(const char* who, std::size_t stack_slices, int bev_slices,
+                               std::size_t staged_stack_slices, int staged_bev_slices) {
+  if (stack_slices == staged_stack_slices && bev_slices == staged_bev_slices) return;
+  throw InternalError(std::string(who) + ": not the stack of the last layer_images (" + std::to_string(stack_slices) +
+                      " stack slices over " + std::to_string(bev_slices) + " depth slices; staged: " +
+                      std::to_string(staged_stack_slices) + " over " + std::to_string(staged_bev_slices) + ")");
+}
+
 /// The stack slices that make up each BEV depth slice, as the beam dose adds
 /// them (SuperpositionInput::groups on the GPU): group d lists, layer after
 /// layer in stack order, slice stack_offset + d of each layer with more than

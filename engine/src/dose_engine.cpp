@@ -114,15 +114,13 @@ void air_sigma_on_full_grid(const physics::BeamModel& m, const BevGrid& full, La
 }
 
 /// The cropped grid's in-air σ tables of layer L (its slices from the full
-/// grid's slice `first` on), and the σ its fluence is spread with: the
-/// narrowest in-air spot over its slices (isocentre-plane units), so that the
-/// remaining in-air growth σ_air² − (σ_spread·m)² is ≥ 0 at every slice and
-/// goes into the kernels.
+/// grid's slice `first` on; check_trace_summary keeps them within it), and
+/// the σ its fluence is spread with: the narrowest in-air spot over its
+/// slices (isocentre-plane units), so that the remaining in-air growth
+/// σ_air² − (σ_spread·m)² is ≥ 0 at every slice and goes into the kernels.
 void crop_air_sigma(LayerWork& L, int first) {
   const auto from = [&](const std::vector<double>& v) { return v.begin() + first; };
   const auto to = [&](const std::vector<double>& v) { return v.begin() + first + L.slices; };
-  if (first < 0 || first + L.slices > static_cast<int>(L.full_air_sigma_x_mm.size()))
-    throw InternalError("crop_air_sigma: the layer's slices run past the full grid");
   L.air_sigma_x_mm.assign(from(L.full_air_sigma_x_mm), to(L.full_air_sigma_x_mm));
   L.air_sigma_y_mm.assign(from(L.full_air_sigma_y_mm), to(L.full_air_sigma_y_mm));
   L.spread_sigma_x_iso_mm = *std::min_element(from(L.full_iso_sigma_x_mm), to(L.full_iso_sigma_x_mm));
@@ -749,9 +747,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       // to where the last pencil passes its range cut-off.
       if (traced.entry_slice < 0)
         throw InputError(label + ": no ray of the beam's field meets the patient in the CT (density >= 0.05 g/cm3)");
+      check_trace_summary(traced, layers.size(), full.slices);
       const int first = traced.first_material_slice;
       const std::vector<int>& needed = traced.slices_before_cutoff;
-      if (needed.size() != layers.size()) throw InternalError("trace_summary: a cut-off count per layer expected");
       int slices = 1;
       for (std::size_t li = 0; li < layers.size(); ++li) {
         layers[li].slices = std::max(needed[li], 1);

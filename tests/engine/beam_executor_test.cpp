@@ -123,3 +123,49 @@ TEST(DepthGroups, AStackSlicePastTheIntRangeIsAnInternalError) {
             std::string::npos)
       << m;
 }
+
+// What trace_summary returns, checked against start_trace's cut-offs before
+// the crop takes slices from the full grid (dose_engine.cpp).
+TEST(TraceSummaryCheck, ACountPerLayerWithinTheFullGridPassesAndAnythingElseIsAnInternalError) {
+  pe::TraceSummary s;
+  s.entry_slice = 4;
+  s.first_material_slice = 3;
+  s.slices_before_cutoff = {0, 7, 97};  // 97 = 100 − 3: up to the full grid's end
+  EXPECT_NO_THROW(pe::check_trace_summary(s, 3, 100));
+
+  std::string m = message_of<InternalError>([&] { pe::check_trace_summary(s, 2, 100); });
+  EXPECT_NE(m.find("trace summary: 3 cut-off counts for 2 layers"), std::string::npos) << m;
+  pe::TraceSummary past = s;
+  past.slices_before_cutoff[2] = 98;
+  m = message_of<InternalError>([&] { pe::check_trace_summary(past, 3, 100); });
+  EXPECT_NE(m.find("trace summary: layer 2 needs 98 slices; 0 to 97 lie past slice 3"), std::string::npos) << m;
+  pe::TraceSummary negative = s;
+  negative.slices_before_cutoff[0] = -1;
+  m = message_of<InternalError>([&] { pe::check_trace_summary(negative, 3, 100); });
+  EXPECT_NE(m.find("trace summary: layer 0 needs -1 slices"), std::string::npos) << m;
+  for (int first : {-1, 100}) {
+    pe::TraceSummary outside = s;
+    outside.first_material_slice = first;
+    m = message_of<InternalError>([&] { pe::check_trace_summary(outside, 3, 100); });
+    EXPECT_NE(m.find("trace summary: first material slice " + std::to_string(first) +
+                     " outside the full grid's 100 slices"),
+              std::string::npos)
+        << m;
+  }
+}
+
+// superpose_stack and start_halo read the depth groups layer_images staged:
+// a stack other than that one is a driver's mistake.
+TEST(StagedStack, ASuperpositionOfAnotherStackThanTheStagedOneIsAnInternalError) {
+  EXPECT_NO_THROW(pe::check_stack_staged("superpose_stack", 3211, 212, 3211, 212));
+  std::string m = message_of<InternalError>([] { pe::check_stack_staged("superpose_stack", 3211, 212, 3000, 212); });
+  EXPECT_NE(m.find("superpose_stack: not the stack of the last layer_images (3211 stack slices over 212 depth "
+                   "slices; staged: 3000 over 212)"),
+            std::string::npos)
+      << m;
+  m = message_of<InternalError>([] { pe::check_stack_staged("start_halo", 10, 5, 10, -1); });
+  EXPECT_NE(m.find("start_halo: not the stack of the last layer_images (10 stack slices over 5 depth slices; "
+                   "staged: 10 over -1)"),
+            std::string::npos)
+      << m;
+}

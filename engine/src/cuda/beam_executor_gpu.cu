@@ -133,6 +133,24 @@ __device__ T block_reduce(T v, T identity, Op op) {
   return total;
 }
 
+/// The (segment, ray) of thread p of the trace's segment kernels, and the
+/// ray's step length; false past the last segment.
+struct SegmentRay {
+  int segment;
+  std::size_t ray;
+  double step_mm;
+};
+__device__ bool segment_ray(const BevGeometry& g, std::size_t p, SegmentRay* s) {
+  const std::size_t plane = g.plane();
+  if (p >= plane * static_cast<std::size_t>(kernels::trace_segments(g.slices))) return false;
+  s->segment = static_cast<int>(p / plane);
+  s->ray = p - static_cast<std::size_t>(s->segment) * plane;
+  const int col = static_cast<int>(s->ray % static_cast<unsigned>(g.cols));
+  const int row = static_cast<int>(s->ray / static_cast<unsigned>(g.cols));
+  s->step_mm = kernels::trace_step_mm(g, col, row);
+  return true;
+}
+
 /// One thread per (segment, ray): the segment's water-equivalent thickness
 /// (kernels::trace_segment_wet) into wet_mm [segment][ray], and the least
 /// entry and first-material slices of the block into *entry_min and
@@ -140,15 +158,11 @@ __device__ T block_reduce(T v, T identity, Op op) {
 /// water cube's rays that hold material would queue on one address).
 __global__ void trace_segment_kernel(BevGeometry g, kernels::TraceOutput out, double* wet_mm, int* entry_min,
                                      int* first_min) {
-  const std::size_t plane = g.plane();
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   int entry = -1, first = -1;
-  if (p < plane * static_cast<std::size_t>(kernels::trace_segments(g.slices))) {  // every thread reduces below
-    const int segment = static_cast<int>(p / plane);
-    const std::size_t ray = p - static_cast<std::size_t>(segment) * plane;
-    const int col = static_cast<int>(ray % static_cast<unsigned>(g.cols)), row = static_cast<int>(ray / static_cast<unsigned>(g.cols));
-    wet_mm[p] = kernels::trace_segment_wet(g, out, ray, segment, kernels::trace_step_mm(g, col, row), &entry, &first);
-  }
+  SegmentRay s;
+  if (segment_ray(g, p, &s))  // every thread reduces below
+    wet_mm[p] = kernels::trace_segment_wet(g, out, s.ray, s.segment, s.step_mm, &entry, &first);
   const auto least = [](int a, int b) { return a < b ? a : b; };
   entry = block_reduce(entry < 0 ? INT_MAX : entry, INT_MAX, least);
   first = block_reduce(first < 0 ? INT_MAX : first, INT_MAX, least);
@@ -163,17 +177,12 @@ __global__ void trace_segment_kernel(BevGeometry g, kernels::TraceOutput out, do
 /// added in order as kernels::trace_wepl does; the first segment's thread
 /// stores the ray's step length.
 __global__ void trace_wepl_kernel(BevGeometry g, kernels::TraceOutput out, const double* wet_mm) {
-  const std::size_t plane = g.plane();
-  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= plane * static_cast<std::size_t>(kernels::trace_segments(g.slices))) return;
-  const int segment = static_cast<int>(p / plane);
-  const std::size_t ray = p - static_cast<std::size_t>(segment) * plane;
-  const int col = static_cast<int>(ray % static_cast<unsigned>(g.cols)), row = static_cast<int>(ray / static_cast<unsigned>(g.cols));
-  const double step = kernels::trace_step_mm(g, col, row);
-  if (segment == 0) out.step_mm[ray] = static_cast<float>(step);
+  SegmentRay s;
+  if (!segment_ray(g, blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x, &s)) return;
+  if (s.segment == 0) out.step_mm[s.ray] = static_cast<float>(s.step_mm);
   double wepl_before = 0.0;
-  for (int c = 0; c < segment; ++c) wepl_before += wet_mm[static_cast<std::size_t>(c) * plane + ray];
-  kernels::trace_segment_wepl(g, out, ray, segment, step, wepl_before);
+  for (int c = 0; c < s.segment; ++c) wepl_before += wet_mm[static_cast<std::size_t>(c) * g.plane() + s.ray];
+  kernels::trace_segment_wepl(g, out, s.ray, s.segment, s.step_mm, wepl_before);
 }
 
 __global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, const int* first_min, const double* cutoffs,
@@ -500,8 +509,8 @@ struct HaloDose {
 /// One pass per output voxel: the beam dose is what earlier halo runs left
 /// in `beam` (beam_holds_dose; else 0), plus the halo's last coarse dose, plus
 /// the core's BEV dose, added in that order as kernels::resample_voxel adds
-/// them (blended in float: kernels::sample_bev_index); then the beam's check (first bad voxel), Σ dose·density, and the
-/// beam added to the plan. Three passes over the dose grid before (resample
+/// them (in float: kernels::sample_bev_index); then the beam's check (first
+/// bad voxel), Σ dose·density, and the beam added to the plan. Three passes over the dose grid before (resample
 /// the halo, resample the core, check): 0.55 ms of an H100 for the water cube.
 /// With `plan_check` (the plan's last beam), each voxel of the plan is then
 /// also scaled and checked as finish_plan_kernel does.
@@ -576,7 +585,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
   ~GpuBeamExecutor() override {
     release_staging_threads();  // before the staging threads join
-    if (halo_job_pending_) halo_job_.set_value(std::nullopt);
+    release_halo_thread();
     if (halo_run_.valid()) halo_run_.wait();  // its result, if unawaited, is dropped with halo_result_
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
@@ -798,7 +807,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     // groups are those layer_images put on the device (stage_stack_groups).
     (void)layers;
     const int bev_slices = static_cast<int>(bev_pixels_ / g.plane());
-    check_staged_groups("superpose_stack", stack_slices, bev_slices);
+    check_stack_staged("superpose_stack", stack_slices, bev_slices, groups_stack_slices_, groups_bev_slices_);
     // The superposer runs in a stream of its own and waits for it before it
     // returns: the layer images and the groups must be in place when it
     // starts, and its output may be used in this stream right after.
@@ -836,7 +845,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     (void)layers;
     check_halo_binning(h, halo_column_bin_);
     if (!halo_job_pending_) throw InternalError("start_halo: no layer images with a halo before it");
-    check_staged_groups("start_halo", stack_slices, hg.slices);
+    check_stack_staged("start_halo", stack_slices, hg.slices, groups_stack_slices_, groups_bev_slices_);
     const auto start = std::chrono::steady_clock::now();
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums and depth slices
     bin_halo(hg, h, stack_slices);
@@ -846,14 +855,18 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
 
   std::optional<double> wait_halo() override {
-    if (halo_job_pending_) {  // layer images with a halo, but no start_halo: the thread ends idle
-      halo_job_pending_ = false;
-      halo_job_.set_value(std::nullopt);
-    }
+    release_halo_thread();  // layer images with a halo, but no start_halo: the thread ends idle
     if (!halo_result_.valid()) return std::nullopt;
     return get_polled(halo_result_);
   }
 
+
+  /// Ends a halo thread that waits for a job it will not get.
+  void release_halo_thread() {
+    if (!halo_job_pending_) return;
+    halo_job_pending_ = false;
+    halo_job_.set_value(std::nullopt);
+  }
 
   /// What start_halo hands to the halo's thread, the binning queued.
   struct HaloJob {
@@ -876,10 +889,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// returned within 300 s; each test alone, or this way, ~15 s; H200,
   /// 2026-11-26). Not understood.
   void spawn_halo_thread() {
-    if (halo_job_pending_) {  // an earlier layer images' thread that got no job (a widened retry)
-      halo_job_pending_ = false;
-      halo_job_.set_value(std::nullopt);
-    }
+    release_halo_thread();  // an earlier layer images' thread that got no job (a widened retry)
     if (halo_run_.valid()) halo_run_.get();                // the earlier thread's exit
     if (halo_result_.valid()) halo_result_.get();          // rethrows what an unawaited halo threw
     halo_job_ = std::promise<std::optional<HaloJob>>();
@@ -930,16 +940,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload(depth_slice_, d, stack_slices, stream_);
     groups_stack_slices_ = stack_slices;
     groups_bev_slices_ = bev_slices;
-  }
-
-  /// The stack that the superpositions get is the one whose groups
-  /// layer_images staged.
-  void check_staged_groups(const char* who, std::size_t stack_slices, int bev_slices) const {
-    if (stack_slices != groups_stack_slices_ || bev_slices != groups_bev_slices_)
-      throw InternalError(std::string(who) + ": not the stack of the last layer_images (" +
-                          std::to_string(stack_slices) + " stack slices over " + std::to_string(bev_slices) +
-                          " depth slices; staged: " + std::to_string(groups_stack_slices_) + " over " +
-                          std::to_string(groups_bev_slices_) + ")");
   }
 
   /// Queues the binning of the layer images' halo sums onto the coarse grid
@@ -1458,9 +1458,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
   cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
   cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition
-  /// The halo's thread (spawn_halo_thread): its seconds, or nothing when it got no job.
-  std::future<void> halo_run_;                      ///< the halo's thread (std::async): joined by get()
-  std::future<std::optional<double>> halo_result_;  ///< its result, set before it exits
+  std::future<void> halo_run_;  ///< the halo's thread (spawn_halo_thread, std::async): joined by get()
+  /// Its result, set before it exits: the halo's seconds, or nothing when it got no job.
+  std::future<std::optional<double>> halo_result_;
   std::promise<std::optional<HaloJob>> halo_job_;  ///< what the waiting thread gets from start_halo
   bool halo_job_pending_ = false;                  ///< a thread waits for halo_job_
   std::future<Volume<float>> plan_host_;  ///< the plan dose's host volume, made during the computation

@@ -37,3 +37,39 @@ TEST(GpuBeamExecutor, TraceSummaryWithoutAStartTraceIsAnInternalError) {
   const std::string m = message_of<InternalError>([&] { exec->trace_summary(); });
   EXPECT_NE(m.find("trace_summary: no start_trace before it"), std::string::npos) << m;
 }
+
+// start_trace wakes the staging threads for stage_beam_layers' job: layer
+// images after a trace whose layers were never staged would wait for that
+// job forever, so they are an InternalError; and the executor, destroyed
+// with its staging threads still waiting, ends without hanging.
+TEST(GpuBeamExecutor, LayerImagesAfterATraceWithoutStagedLayersIsAnInternalError) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const auto exec = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
+  pe::PreparedCt ct;  // 4³ voxels of water at 1 mm
+  ct.ct_grid.size = {4, 4, 4};
+  ct.out_grid = ct.ct_grid;
+  ct.rsp = protondose::Volume<float>(ct.ct_grid, 1.0f);
+  ct.density = protondose::Volume<float>(ct.ct_grid, 1.0f);
+  ct.inverse_length_table = {1.0, 1.0};
+  exec->set_patient(ct);
+  exec->begin_plan(ct.out_grid);
+  exec->begin_beam();
+  pe::kernels::BevGeometry g{};  // a parallel beam of 4 × 4 rays along k, through the CT
+  g.x0_mm = g.y0_mm = 0.0;
+  g.pitch_x_mm = g.pitch_y_mm = g.depth_step_mm = 1.0;
+  g.inv_pitch_x_mm = g.inv_pitch_y_mm = g.inv_depth_step_mm = 1.0;
+  g.cols = g.rows = g.slices = 4;
+  pe::kernels::Affine3 ct_index_from_beam{{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, {0, 0, 0}};
+  exec->start_trace(g, ct_index_from_beam, {10.0});
+  const pe::TraceSummary traced = exec->trace_summary();
+  EXPECT_EQ(traced.entry_slice, 0);
+  ASSERT_EQ(traced.slices_before_cutoff.size(), 1u);
+  pe::kernels::LayerStackArgs args{};
+  args.grid = g;
+  args.halo_column_bin = 1;
+  std::vector<pe::HostLayerTables> layers(1);
+  layers[0].beam_layer = 0;
+  const std::string m = message_of<InternalError>([&] { exec->layer_images(args, 1, layers, false); });
+  EXPECT_NE(m.find("layer_images: the beam's layers were not staged after its trace"), std::string::npos) << m;
+}
