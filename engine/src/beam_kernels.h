@@ -78,43 +78,33 @@ PD_HD inline bool axis_lerp(Real c, int n, int& i0, int& i1, Real& f) {
   return true;
 }
 
-/// Trilinear sample of a [k][j][i] volume (i fastest) of size n at continuous
-/// index (ci, cj, ck); 0 outside the outer voxel faces.
-PD_HD inline float sample_volume(const float* v, const int n[3], double ci, double cj, double ck) {
-  int i0, i1, j0, j1, k0, k1;
-  double fi, fj, fk;
-  if (!axis_lerp(ci, n[0], i0, i1, fi) || !axis_lerp(cj, n[1], j0, j1, fj) || !axis_lerp(ck, n[2], k0, k1, fk))
-    return 0.0f;
-  const std::size_t nx = static_cast<std::size_t>(n[0]), nxy = nx * static_cast<std::size_t>(n[1]);
-  const auto at = [&](int i, int j, int k) { return static_cast<double>(v[static_cast<std::size_t>(k) * nxy + static_cast<std::size_t>(j) * nx + i]); };
-  const double c00 = at(i0, j0, k0) * (1 - fi) + at(i1, j0, k0) * fi;
-  const double c10 = at(i0, j1, k0) * (1 - fi) + at(i1, j1, k0) * fi;
-  const double c01 = at(i0, j0, k1) * (1 - fi) + at(i1, j0, k1) * fi;
-  const double c11 = at(i0, j1, k1) * (1 - fi) + at(i1, j1, k1) * fi;
-  const double c0 = c00 * (1 - fj) + c10 * fj;
-  const double c1 = c01 * (1 - fj) + c11 * fj;
-  return static_cast<float>(c0 * (1 - fk) + c1 * fk);
-}
+/// The eight voxels and weights of a trilinear sample of a [k][j][i] volume
+/// (i fastest) of size n at continuous index (ci, cj, ck): found once, then
+/// blended from any volume of that grid (the trace samples stopping power and
+/// density at every point, and on the GPU its kernel is bound by its
+/// instruction issue; ncu, H100).
+struct TrilinearPoint {
+  bool inside = false;  ///< false outside the outer voxel faces: every sample 0
+  std::size_t offset[8] = {};
+  double fi = 0, fj = 0, fk = 0;
 
-/// sample_volume of two volumes of the same grid at one point, sharing the
-/// positions, weights and indices (each value as sample_volume gives it):
-/// the trace samples stopping power and density at every point, and on the
-/// GPU its kernel is bound by its instruction issue (ncu, H100).
-PD_HD inline void sample_two_volumes(const float* va, const float* vb, const int n[3], double ci, double cj,
-                                     double ck, float* a, float* b) {
-  int i0, i1, j0, j1, k0, k1;
-  double fi, fj, fk;
-  if (!axis_lerp(ci, n[0], i0, i1, fi) || !axis_lerp(cj, n[1], j0, j1, fj) || !axis_lerp(ck, n[2], k0, k1, fk)) {
-    *a = *b = 0.0f;
-    return;
+  PD_HD TrilinearPoint(const int n[3], double ci, double cj, double ck) {
+    int i0, i1, j0, j1, k0, k1;
+    if (!axis_lerp(ci, n[0], i0, i1, fi) || !axis_lerp(cj, n[1], j0, j1, fj) || !axis_lerp(ck, n[2], k0, k1, fk))
+      return;
+    inside = true;
+    const std::size_t nx = static_cast<std::size_t>(n[0]), nxy = nx * static_cast<std::size_t>(n[1]);
+    const std::size_t k0o = static_cast<std::size_t>(k0) * nxy, k1o = static_cast<std::size_t>(k1) * nxy;
+    const std::size_t j0o = static_cast<std::size_t>(j0) * nx, j1o = static_cast<std::size_t>(j1) * nx;
+    const std::size_t o[8] = {k0o + j0o + i0, k0o + j0o + i1, k0o + j1o + i0, k0o + j1o + i1,
+                              k1o + j0o + i0, k1o + j0o + i1, k1o + j1o + i0, k1o + j1o + i1};
+    for (int c = 0; c < 8; ++c) offset[c] = o[c];
   }
-  const std::size_t nx = static_cast<std::size_t>(n[0]), nxy = nx * static_cast<std::size_t>(n[1]);
-  const std::size_t k0o = static_cast<std::size_t>(k0) * nxy, k1o = static_cast<std::size_t>(k1) * nxy;
-  const std::size_t j0o = static_cast<std::size_t>(j0) * nx, j1o = static_cast<std::size_t>(j1) * nx;
-  const std::size_t o[8] = {k0o + j0o + i0, k0o + j0o + i1, k0o + j1o + i0, k0o + j1o + i1,
-                            k1o + j0o + i0, k1o + j0o + i1, k1o + j1o + i0, k1o + j1o + i1};
-  const auto blend = [&](const float* v) {
-    const auto at = [&](int c) { return static_cast<double>(v[o[c]]); };
+
+  /// The sample of volume v (0 outside).
+  PD_HD float of(const float* v) const {
+    if (!inside) return 0.0f;
+    const auto at = [&](int c) { return static_cast<double>(v[offset[c]]); };
     const double c00 = at(0) * (1 - fi) + at(1) * fi;
     const double c10 = at(2) * (1 - fi) + at(3) * fi;
     const double c01 = at(4) * (1 - fi) + at(5) * fi;
@@ -122,9 +112,13 @@ PD_HD inline void sample_two_volumes(const float* va, const float* vb, const int
     const double c0 = c00 * (1 - fj) + c10 * fj;
     const double c1 = c01 * (1 - fj) + c11 * fj;
     return static_cast<float>(c0 * (1 - fk) + c1 * fk);
-  };
-  *a = blend(va);
-  *b = blend(vb);
+  }
+};
+
+/// Trilinear sample of a [k][j][i] volume (i fastest) of size n at continuous
+/// index (ci, cj, ck); 0 outside the outer voxel faces.
+PD_HD inline float sample_volume(const float* v, const int n[3], double ci, double cj, double ck) {
+  return TrilinearPoint(n, ci, cj, ck).of(v);
 }
 
 // ---------------------------------------------------------------------------
@@ -216,8 +210,9 @@ PD_HD inline void trace_sample(const TraceInput& in, const TraceOutput& out, int
   const double d = g.depth_mm(k);
   double c[3];
   in.ct_index_from_beam.apply(a * g.magnification_x(d), b * g.magnification_y(d), d, c);
-  float s, rho;
-  sample_two_volumes(in.rsp, in.density_g_cm3, in.ct_size, c[0], c[1], c[2], &s, &rho);
+  const TrilinearPoint at(in.ct_size, c[0], c[1], c[2]);
+  const float s = at.of(in.rsp);
+  const float rho = at.of(in.density_g_cm3);
   out.rsp[idx] = s;
   out.density_g_cm3[idx] = rho;
   out.rho_over_x[idx] = rho > static_cast<float>(kMinScatteringDensity)
@@ -236,6 +231,12 @@ constexpr int kTraceSegmentSlices = 16;
 
 PD_HD inline int trace_segments(int slices) { return (slices + kTraceSegmentSlices - 1) / kTraceSegmentSlices; }
 
+/// One past the last slice of segment `segment`.
+PD_HD inline int trace_segment_end(const BevGeometry& g, int segment) {
+  const int end = (segment + 1) * kTraceSegmentSlices;
+  return end < g.slices ? end : g.slices;
+}
+
 /// A ray's step length along it per slice (mm).
 PD_HD inline double trace_step_mm(const BevGeometry& g, int col, int row) {
   return g.depth_step_mm * g.path_per_depth(col, row);
@@ -248,9 +249,7 @@ PD_HD inline double trace_step_mm(const BevGeometry& g, int col, int row) {
 PD_HD inline double trace_segment_wet(const BevGeometry& g, const TraceOutput& out, std::size_t ray, int segment,
                                       double step_mm, int* entry_slice, int* first_material_slice) {
   const std::size_t plane = g.plane();
-  const int end = segment * kTraceSegmentSlices + kTraceSegmentSlices < g.slices
-                      ? segment * kTraceSegmentSlices + kTraceSegmentSlices
-                      : g.slices;
+  const int end = trace_segment_end(g, segment);
   double wet = 0.0;
   int entry = -1, first = -1;
   for (int k = segment * kTraceSegmentSlices; k < end; ++k) {
@@ -271,9 +270,7 @@ PD_HD inline double trace_segment_wet(const BevGeometry& g, const TraceOutput& o
 PD_HD inline void trace_segment_wepl(const BevGeometry& g, const TraceOutput& out, std::size_t ray, int segment,
                                      double step_mm, double wepl_before_mm) {
   const std::size_t plane = g.plane();
-  const int end = segment * kTraceSegmentSlices + kTraceSegmentSlices < g.slices
-                      ? segment * kTraceSegmentSlices + kTraceSegmentSlices
-                      : g.slices;
+  const int end = trace_segment_end(g, segment);
   double own = 0.0;
   for (int k = segment * kTraceSegmentSlices; k < end; ++k) {
     const std::size_t idx = static_cast<std::size_t>(k) * plane + ray;

@@ -200,24 +200,40 @@ TEST(BeamKernels, TrilinearSampleIsZeroOutsideTheOuterFacesAndExactOnLinearData)
 }
 
 // The trace samples stopping power and density at one point with shared
-// weights (sample_two_volumes): each bitwise what sample_volume gives, inside,
-// on the half-voxel border and outside.
-TEST(BeamKernels, TwoVolumesSampledTogetherEqualEachSampledAloneBitwise) {
+// voxels and weights (TrilinearPoint): each bitwise what a trilinear blend
+// written out gives, inside, on the half-voxel border and outside.
+TEST(BeamKernels, TwoVolumesSampledAtOnePointEqualTheTrilinearBlendBitwise) {
   const int n[3] = {6, 4, 5};
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> value(0.0f, 3.0f);
   std::vector<float> a(6 * 4 * 5), b(a.size());
   for (float& x : a) x = value(rng);
   for (float& x : b) x = value(rng);
+  // The blend written out, as sample_volume computed it before TrilinearPoint.
+  const auto reference = [&](const std::vector<float>& v, double ci, double cj, double ck) {
+    int i0, i1, j0, j1, k0, k1;
+    double fi, fj, fk;
+    if (!k::axis_lerp(ci, n[0], i0, i1, fi) || !k::axis_lerp(cj, n[1], j0, j1, fj) ||
+        !k::axis_lerp(ck, n[2], k0, k1, fk))
+      return 0.0f;
+    const auto at = [&](int i, int j, int kk) { return static_cast<double>(v[static_cast<std::size_t>((kk * n[1] + j) * n[0] + i)]); };
+    const double c00 = at(i0, j0, k0) * (1 - fi) + at(i1, j0, k0) * fi;
+    const double c10 = at(i0, j1, k0) * (1 - fi) + at(i1, j1, k0) * fi;
+    const double c01 = at(i0, j0, k1) * (1 - fi) + at(i1, j0, k1) * fi;
+    const double c11 = at(i0, j1, k1) * (1 - fi) + at(i1, j1, k1) * fi;
+    const double c0 = c00 * (1 - fj) + c10 * fj;
+    const double c1 = c01 * (1 - fj) + c11 * fj;
+    return static_cast<float>(c0 * (1 - fk) + c1 * fk);
+  };
   std::uniform_real_distribution<double> ci(-1.0, 6.0), cj(-1.0, 4.0), ck(-1.0, 5.0);
   int inside = 0;
   for (int t = 0; t < 5000; ++t) {
     const double i = ci(rng), j = cj(rng), kk = ck(rng);
-    float sa = -1.0f, sb = -1.0f;
-    k::sample_two_volumes(a.data(), b.data(), n, i, j, kk, &sa, &sb);
-    ASSERT_EQ(sa, k::sample_volume(a.data(), n, i, j, kk)) << i << " " << j << " " << kk;
-    ASSERT_EQ(sb, k::sample_volume(b.data(), n, i, j, kk)) << i << " " << j << " " << kk;
-    if (sa != 0.0f) ++inside;
+    const k::TrilinearPoint p(n, i, j, kk);
+    ASSERT_EQ(p.of(a.data()), reference(a, i, j, kk)) << i << " " << j << " " << kk;
+    ASSERT_EQ(p.of(b.data()), reference(b, i, j, kk)) << i << " " << j << " " << kk;
+    ASSERT_EQ(k::sample_volume(a.data(), n, i, j, kk), p.of(a.data()));
+    if (p.inside) ++inside;
   }
   EXPECT_GT(inside, 1000);
 }
