@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
   int repetitions = 15, warmup = 3, cpu_threads = 0;
   bool quick = false, cpu_only = false, skip_cpu_single = false;
   std::string sections = "ABCD";
+  int profile_radius = 0;
   app.add_option("--out", out_path, "Also write the report (Markdown) to this file");
   app.add_option("--repetitions", repetitions, "Timed runs per case (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--warmup", warmup, "Untimed warm-up runs per case")->check(CLI::Range(0, 100));
@@ -195,6 +196,10 @@ int main(int argc, char** argv) {
   app.add_option("--sections", sections,
                  "Which tables to run: any of A (512² sweep), B (batched), C (uniform σ), D (tensor cores)")
       ->capture_default_str();
+  app.add_option("--profile-radius", profile_radius,
+                 "Only run the fixed-radius kernels (tile scatter, tensor cores) once each at this radius on "
+                 "64 × 512², untimed: the launches a profiler looks at")
+      ->check(CLI::Range(1, pd::kMaxTileRadiusPx));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -203,6 +208,14 @@ int main(int argc, char** argv) {
     if (!cpu_only && !gpu)
       report.line("No CUDA device (or built without CUDA): timing the CPU oracle only.");
     double ceiling = 0.0;
+    if (profile_radius > 0) {
+      if (!gpu) throw pd::ConfigError("--profile-radius needs a CUDA device");
+      const HostStack st = paper_stack(6000u + profile_radius, 64, 512, 512, profile_radius);
+      for (const SuperpositionVariant v :
+           {SuperpositionVariant::kScatterTiledFixedRadius, SuperpositionVariant::kTensorCoreFixedRadius})
+        pd::bench::time_superposition(v, st.input(), {}, profile_radius, 0, 1);
+      return 0;
+    }
     if (gpu) {
       const pd::GpuDeviceInfo info = pd::gpu_device_info(0);
       // Shared-memory ceiling of the tile scatter: one read-modify-write per tap,

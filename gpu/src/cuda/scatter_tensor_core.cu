@@ -22,9 +22,10 @@
 //
 // Numerics of the accumulation: the tensor cores' FP32 accumulation is not
 // round-to-nearest — one chain of mma per output block over a whole tile
-// drifted to 1.5·10⁻⁵ of max(O) at r 32 — so by default each source row sums
-// into fresh accumulators (a chain of 12 mma) that are then added in float
-// (≤ 3·10⁻⁶; both measured, docs/ks-core.md).
+// drifted to 1.5·10⁻⁵ of max(O) at r 32 — so by default every few source
+// rows (kRowsPerSum) sum into fresh accumulators that are then added in float
+// (≤ 3.0·10⁻⁶ of max(O) with one row per sum, ≤ 4.5·10⁻⁶ with the two or
+// four used now, against 10⁻⁵ allowed; measured, docs/ks-core.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -75,6 +76,13 @@ struct MmaGeometry {
   static constexpr int kBand = 2 * RB + 1;
   static constexpr int kRegionCols = 8 * kColumnBlocks, kRegionRows = 16 * kRowBlocks;
   static constexpr int kSharedBytes = 2 * kTableEntries * kTableStride * static_cast<int>(sizeof(float));
+  /// Source rows per step: they run straight-line into one set of fresh
+  /// accumulators (the longest mma chain: 3 products × 4 groups × this).
+  /// Measured per class (docs/ks-core.md): 4 rows beat 2 by 2–4 % at RB 2
+  /// and 3, and lose 30–60 % at RB 1 and 4 (registers); 1 row was 25 %
+  /// slower everywhere.
+  static constexpr int kRowsPerSum = (RB == 2 || RB == 3) ? 4 : 2;
+  static_assert(kChunkRows % kRowsPerSum == 0, "steps must cover the chunk");
   static_assert(kRegionCols * kRegionRows <= 2 * kTableEntries * kTableStride, "the flush reuses the tables");
 };
 
@@ -100,25 +108,32 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
 
 /// erfc(z) for z ≥ 0 by the Chebyshev fit of Numerical Recipes (Press et al.,
 /// 2nd ed., §6.2, "erfcc"; fractional error below 1.2·10⁻⁷ in exact
-/// arithmetic), about 15 instructions instead of erfcf's ~40: the weight
+/// arithmetic), erfc(z) = t·exp(−z² + P(t)), t = 1/(1 + z/2): the weight
 /// tables need one per pixel, axis and d, which made them as costly as the
-/// products (ncu, docs/ks-core.md). Less accurate than erfcf in float: the
-/// weights K(d) it gives are within 3.1·10⁻⁷ of the exact ones (erfcf's:
-/// 5.3·10⁻⁸), largest near z = 0; the superposition's error against the exact
-/// gather did not move (1.2·10⁻⁶ of max(O) at r_max 8, 3.0·10⁻⁶ at 32).
+/// products (ncu, docs/ks-core.md). log2(e) is folded into P's coefficients
+/// so that the exponential is one ex2.approx, and t is one rcp.approx: 14
+/// instructions, two of them on the MUFU pipe (erfcf: ~40). Less accurate
+/// than erfcf in float — the weights K(d) it gives are within 3.1·10⁻⁷ of
+/// the exact ones (erfcf's: 5.3·10⁻⁸), largest near z = 0 — and the
+/// superposition's error against the exact gather did not move (1.2·10⁻⁶ of
+/// max(O) at r_max 8, 3.0·10⁻⁶ at 32). ftz: results below 2⁻¹²⁶ are 0.
 __device__ inline float erfc_fit(float z) {
-  const float t = __fdividef(1.0f, 1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = fmaf(t, p, -0.82215223f);
-  p = fmaf(t, p, 1.48851587f);
-  p = fmaf(t, p, -1.13520398f);
-  p = fmaf(t, p, 0.27886807f);
-  p = fmaf(t, p, -0.18628806f);
-  p = fmaf(t, p, 0.09678418f);
-  p = fmaf(t, p, 0.37409196f);
-  p = fmaf(t, p, 1.00002368f);
-  p = fmaf(t, p, -1.26551223f);
-  return t * __expf(p - z * z);
+  constexpr float kLog2e = 1.4426950408889634f;
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.5f, z, 1.0f)));
+  float p = 0.17087277f * kLog2e;
+  p = fmaf(t, p, -0.82215223f * kLog2e);
+  p = fmaf(t, p, 1.48851587f * kLog2e);
+  p = fmaf(t, p, -1.13520398f * kLog2e);
+  p = fmaf(t, p, 0.27886807f * kLog2e);
+  p = fmaf(t, p, -0.18628806f * kLog2e);
+  p = fmaf(t, p, 0.09678418f * kLog2e);
+  p = fmaf(t, p, 0.37409196f * kLog2e);
+  p = fmaf(t, p, 1.00002368f * kLog2e);
+  p = fmaf(t, p, -1.26551223f * kLog2e);
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fmaf(-kLog2e * z, z, p)));
+  return t * e;
 }
 
 /// Row of |d| in a weight table: d itself up to kRadiusMax, else the zero sentinel.
@@ -130,30 +145,30 @@ __device__ inline int table_row(int d) {
 /// Column `pixel` of a [d][kTableStride] table: scale · K(d, σ) for d = 0 …
 /// min(r, kRadiusMax), 0 beyond (the pixel's own cut-off) and in the sentinel.
 /// The weights are gaussian_weight's formula, one erfc per d (each K(d) is a
-/// difference of two neighbouring erfc values), with erfc_fit for erfcf.
-/// scale = 0 writes zeros. (Both axes in one loop, two independent chains,
-/// measured slower together with 4-row chunks; docs/ks-core.md.)
+/// difference of two neighbouring erfc values), with erfc_fit for erfcf and
+/// the argument (d + ½)·a carried as a running sum. scale = 0 writes zeros.
+/// The loops run to the tile's radius for every lane, whatever the lane's
+/// own r: lanes of one warp with different σ no longer diverge (a loop to
+/// each lane's r and a fill loop from there cost the warp both maxima).
 template <int kRadiusMax>
-__device__ inline void write_weight_column(float* table, int pixel, float sigma_px, float cutoff_sigmas,
-                                           float scale) {
-  int r = -1;
-  if (scale != 0.0f) r = min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax);
-  if (r >= 0) {
-    const float a = erf_scale(sigma_px);
-    if (a == 0.0f) {
-      table[pixel] = scale;  // σ ≈ 0: local deposit, r = 0
-    } else {
-      float upper = erfc_fit(0.5f * a);  // erfc((d + ½)·a) for d = 0
-      table[pixel] = scale * (1.0f - upper);
-      for (int d = 1; d <= r; ++d) {
-        const float next = erfc_fit((d + 0.5f) * a);
-        table[d * kTableStride + pixel] = scale * (0.5f * (upper - next));
-        upper = next;
-      }
-    }
+__device__ inline void write_weight_column(float* table, int pixel, float sigma_px, float cutoff_sigmas, float scale,
+                                           int tile_radius) {
+  const int r = scale != 0.0f ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
+  const float a = erf_scale(sigma_px);
+  const float half_scale = a == 0.0f ? 0.0f : 0.5f * scale;  // σ ≈ 0: a local deposit, nothing beyond d = 0
+  float z = 0.5f * a;
+  float upper = a == 0.0f ? 0.0f : erfc_fit(z);  // erfc((d + ½)·a) for d = 0
+  table[pixel] = r >= 0 ? scale * (1.0f - upper) : 0.0f;
+  const int last = min(tile_radius, kRadiusMax);
+#pragma unroll 4
+  for (int d = 1; d <= last; ++d) {
+    z += a;
+    const float next = erfc_fit(z);
+    table[d * kTableStride + pixel] = d <= r ? half_scale * (upper - next) : 0.0f;
+    upper = next;
   }
 #pragma unroll 1
-  for (int d = r + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
+  for (int d = last + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
 }
 
 // ---------------------------------------------------------------- kernel
@@ -171,9 +186,10 @@ __device__ inline void write_weight_column(float* table, int pixel, float sigma_
 /// only, B's on g − t and the block offset only: every fragment element is one
 /// shared load at a per-lane address plus a compile-time offset, and the
 /// band's blocks are compile-time — no index arithmetic or branches per
-/// product. kFreshRowSums: each source row sums into fresh accumulators that
-/// are then added in float (guards against the tensor cores' accumulation
-/// rounding over long chains; measured in docs/ks-core.md).
+/// product. kFreshRowSums: each step of kRowsPerSum source rows sums into
+/// fresh accumulators that are then added in float (guards against the
+/// tensor cores' accumulation rounding over long chains; measured in
+/// docs/ks-core.md); otherwise one chain over the tile (benchmark only).
 template <int RB, bool kFreshRowSums>
 __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
     scatter_tensor_core_kernel(StackParams p, const int* tile_list, int radius) {
@@ -224,44 +240,55 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
         sx = p.sigma_x[i];
         sy = p.sigma_y[i];
       }
-      write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v);
-      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f);
+      write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v, radius);
+      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f, radius);
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
     __syncthreads();
 
 #pragma unroll 1
-    for (int row = 0; row < kChunkRows; ++row) {
-      const int y = y0 + chunk + row;
-      const unsigned int mask = row_mask[row];
-      const int e = block_row0 - y;  // A[m][k] = I·K(e + m)
-      // Warp-uniform; no barrier inside this loop. Rows outside the slice are zero.
-      if (mask == 0u || e > radius || e + 15 < -radius) continue;
-      const int rowbase = row * kTileCols;
-      const int a_offset0 = table_row<G::kRadiusMax>(e + g) * kTableStride + t + rowbase;
-      const int a_offset1 = table_row<G::kRadiusMax>(e + g + 8) * kTableStride + t + rowbase;
-      const auto multiply_row = [&](float(&acc)[kColumnBlocks][4]) {
+    for (int row = 0; row < kChunkRows; row += G::kRowsPerSum) {
+      // One step: kRowsPerSum source rows, straight-line code (no branch per
+      // row or per 8-pixel group, so that the compiler can interleave their
+      // loads, splits and mma; skipping all-zero groups cost more than it
+      // saved, docs/ks-core.md). A row of the step that is zero or out of
+      // reach multiplies zeros (its values, or its A rows the zero
+      // sentinel); a step with no row in reach is skipped (warp-uniform; no
+      // barrier inside this loop).
+      bool in_reach = false;
+      int a_offset0[G::kRowsPerSum], a_offset1[G::kRowsPerSum], rowbase[G::kRowsPerSum];
 #pragma unroll
-        for (int group = 0; group < kTileCols / 8; ++group) {
-          if (((mask >> (8 * group)) & 0xffu) == 0u) continue;  // warp-uniform: 8 zero pixels
-          uint32_t a_hi[4], a_lo[4];
-          split_tf32(kyv[a_offset0 + 8 * group], a_hi[0], a_lo[0]);
-          split_tf32(kyv[a_offset1 + 8 * group], a_hi[1], a_lo[1]);
-          split_tf32(kyv[a_offset0 + 8 * group + 4], a_hi[2], a_lo[2]);
-          split_tf32(kyv[a_offset1 + 8 * group + 4], a_hi[3], a_lo[3]);
+      for (int k = 0; k < G::kRowsPerSum; ++k) {
+        const int e = block_row0 - (y0 + chunk + row + k);  // A[m][k] = I·K(e + m)
+        in_reach |= row_mask[row + k] != 0u && e <= radius && e + 15 >= -radius;
+        rowbase[k] = (row + k) * kTileCols;
+        a_offset0[k] = table_row<G::kRadiusMax>(e + g) * kTableStride + t + rowbase[k];
+        a_offset1[k] = table_row<G::kRadiusMax>(e + g + 8) * kTableStride + t + rowbase[k];
+      }
+      if (!in_reach) continue;
+      const auto multiply_rows = [&](float(&acc)[kColumnBlocks][4]) {
 #pragma unroll
-          for (int i = 0; i < G::kBand; ++i) {
-            uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
-            split_tf32(kx[b_offset[i][0] + rowbase + 8 * group], b0_hi, b0_lo);
-            split_tf32(kx[b_offset[i][1] + rowbase + 8 * group], b1_hi, b1_lo);
-            float(&c)[4] = acc[group + i];  // column block J = G + RB + δ = G + i
-            // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
-            mma_tf32(c, a_lo, b0_hi, b1_hi);
-            mma_tf32(c, a_hi, b0_lo, b1_lo);
-            mma_tf32(c, a_hi, b0_hi, b1_hi);
+        for (int group = 0; group < kTileCols / 8; ++group)
+#pragma unroll
+          for (int k = 0; k < G::kRowsPerSum; ++k) {
+            uint32_t a_hi[4], a_lo[4];
+            split_tf32(kyv[a_offset0[k] + 8 * group], a_hi[0], a_lo[0]);
+            split_tf32(kyv[a_offset1[k] + 8 * group], a_hi[1], a_lo[1]);
+            split_tf32(kyv[a_offset0[k] + 8 * group + 4], a_hi[2], a_lo[2]);
+            split_tf32(kyv[a_offset1[k] + 8 * group + 4], a_hi[3], a_lo[3]);
+#pragma unroll
+            for (int i = 0; i < G::kBand; ++i) {
+              uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
+              split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b0_hi, b0_lo);
+              split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b1_hi, b1_lo);
+              float(&c)[4] = acc[group + i];  // column block J = G + RB + δ = G + i
+              // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
+              mma_tf32(c, a_lo, b0_hi, b1_hi);
+              mma_tf32(c, a_hi, b0_lo, b1_lo);
+              mma_tf32(c, a_hi, b0_hi, b1_hi);
+            }
           }
-        }
       };
       if constexpr (kFreshRowSums) {
         float part[kColumnBlocks][4];
@@ -269,13 +296,13 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
         for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
           for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
-        multiply_row(part);
+        multiply_rows(part);
 #pragma unroll
         for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
           for (int q = 0; q < 4; ++q) sum[j][q] += part[j][q];
       } else {
-        multiply_row(sum);
+        multiply_rows(sum);
       }
     }
     __syncthreads();  // every warp is done with the tables before they are rewritten
