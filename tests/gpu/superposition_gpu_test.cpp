@@ -381,6 +381,40 @@ TEST_F(GpuTensorCoreEveryRadius, EveryTileRadiusAnisotropicAndOffTheTileGrid) {
                                                 45, 70, r_max, true));
 }
 
+TEST_F(GpuTensorCoreEveryRadius, EveryTileRadiusIsotropicBothRowAlignments) {
+  // σx == σy in every warp: both weight tables from one erfc loop. 70 columns:
+  // output rows start at every 8-byte offset, so the flush's quads take the
+  // vector atomic and the per-cell fallback; 64 columns: every quad aligned.
+  for (int r_max = 1; r_max <= kMaxTileRadiusPx; ++r_max)
+    for (int cols : {70, 64})
+      expect_matches_oracle(testing::random_stack("tensor cores, isotropic, r_max " + std::to_string(r_max) + ", " +
+                                                      std::to_string(cols) + " columns",
+                                                  5300u + r_max, 2, 45, cols, r_max, false));
+}
+
+TEST_F(GpuTensorCoreEveryRadius, IsotropicWarpsGiveTheGeneralPathsTablesBitwise) {
+  // The same image twice, σy = σx everywhere, except that in `general` the
+  // zero pixel of each warp's 32 (column 5 of every tile row) has σy ≠ σx:
+  // it carries nothing, but it sends its warp down the two-loop path. The
+  // weight tables of every non-zero pixel must not change, so neither may
+  // the deterministic output, bit for bit.
+  testing::Stack isotropic = testing::random_stack("isotropic warps", 5400u, 2, 48, 96, 14, false);
+  for (int s = 0; s < isotropic.shape.slices; ++s)
+    for (int y = 0; y < isotropic.shape.rows; ++y)
+      for (int x = 5; x < isotropic.shape.cols; x += 32) isotropic.image[isotropic.index(s, y, x)] = 0.0f;
+  testing::Stack general = isotropic;
+  for (int s = 0; s < general.shape.slices; ++s)
+    for (int y = 0; y < general.shape.rows; ++y)
+      for (int x = 5; x < general.shape.cols; x += 32) general.sigma_y[general.index(s, y, x)] += 0.3f;
+  options_.deterministic = true;
+  const auto superposer = make_superposer(SuperpositionMethod::kGpuScatterTensorCore, options_);
+  std::vector<float> a(isotropic.shape.pixel_count()), b(general.shape.pixel_count());
+  superposer->superpose(isotropic.input(), a.data());
+  superposer->superpose(general.input(), b.data());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  expect_matches_oracle(isotropic);
+}
+
 TEST_F(GpuTensorCoreEveryRadius, ValuesOverTwelveOrdersOfMagnitude) {
   // The operands are split into TF32 high and low parts: a value or weight far
   // below the stack's largest must still be carried at float accuracy.
@@ -395,7 +429,8 @@ TEST_F(GpuTensorCoreEveryRadius, ValuesOverTwelveOrdersOfMagnitude) {
 }
 
 TEST_F(GpuTensorCoreEveryRadius, SparseRowsAndLonePixels) {
-  // All-zero source rows and 8-pixel groups are skipped: lone pixels at every
+  // Steps of all-zero source rows are skipped, warps of 32 zero pixels build
+  // no weights, and zero 8-pixel groups are multiplied: lone pixels at every
   // column position of a tile and in rows of their own.
   testing::Stack st("lone pixels", 2, 50, 80);
   std::fill(st.sigma_x.begin(), st.sigma_x.end(), 2.2f);

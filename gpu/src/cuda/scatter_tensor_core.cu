@@ -171,6 +171,54 @@ __device__ inline void write_weight_column(float* table, int pixel, float sigma_
   for (int d = last + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
 }
 
+/// Both tables' columns of a pixel whose σx == σy, from one erfc loop:
+/// kyv = value · K(d, σ), kx = K(d, σ). Bitwise what two write_weight_column
+/// calls write (the halving is exact either way), at half the erfc.
+template <int kRadiusMax>
+__device__ inline void write_weight_columns_isotropic(float* kyv, float* kx, int pixel, float sigma_px,
+                                                      float cutoff_sigmas, float value, int tile_radius) {
+  const int r = value != 0.0f ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
+  const float a = erf_scale(sigma_px);
+  const float half = a == 0.0f ? 0.0f : 0.5f;  // σ ≈ 0: a local deposit, nothing beyond d = 0
+  float z = 0.5f * a;
+  float upper = a == 0.0f ? 0.0f : erfc_fit(z);
+  const float k0 = r >= 0 ? 1.0f - upper : 0.0f;
+  kyv[pixel] = value * k0;
+  kx[pixel] = k0;
+  const int last = min(tile_radius, kRadiusMax);
+#pragma unroll 4
+  for (int d = 1; d <= last; ++d) {
+    z += a;
+    const float next = erfc_fit(z);
+    const float k = d <= r ? half * (upper - next) : 0.0f;
+    kyv[d * kTableStride + pixel] = value * k;
+    kx[d * kTableStride + pixel] = k;
+    upper = next;
+  }
+#pragma unroll 1
+  for (int d = last + 1; d <= kRadiusMax + 1; ++d) kyv[d * kTableStride + pixel] = kx[d * kTableStride + pixel] = 0.0f;
+}
+
+/// Adds four consecutive cells of a tile's output region to columns X … X + 3
+/// of an output row (`cols` wide; X may be off the row): one
+/// red.global.add.v4.f32 (sm_90) where the four are inside the row and
+/// 16-byte aligned — half the cost of the flush's scalar atomics
+/// (docs/ks-core.md) — else one atomic per non-zero cell inside the row.
+__device__ inline void add_quad(float* row, int X, int cols, float4 v) {
+#if __CUDA_ARCH__ >= 900
+  if (X >= 0 && X + 3 < cols && (reinterpret_cast<std::uintptr_t>(row + X) & 15u) == 0) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(row + X), "f"(v.x), "f"(v.y), "f"(v.z),
+                 "f"(v.w)
+                 : "memory");
+    return;
+  }
+#endif
+  const float cell[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (cell[i] != 0.0f && X + i >= 0 && X + i < cols) atomicAdd(row + X + i, cell[i]);
+}
+
 // ---------------------------------------------------------------- kernel
 
 /// One block per bucket tile (32 × 16 source pixels) of radius `radius` ≤ 8·RB.
@@ -230,7 +278,10 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
 #pragma unroll 1
   for (int chunk = 0; chunk < kTileRows; chunk += kChunkRows) {
     // Weight tables of the chunk's pixels: one pixel per thread per pass, a
-    // warp builds whole rows; pixels outside the slice are zeros.
+    // warp builds whole rows; pixels outside the slice are zeros. Every pass
+    // but the last covers all threads, and the last whole warps (256 − k ×
+    // kThreads is a multiple of 32): the warp votes below see full warps.
+    static_assert((kChunkPixels - (kChunkPixels / G::kThreads) * G::kThreads) % 32 == 0, "passes must be whole warps");
     for (int q = threadIdx.x; q < kChunkPixels; q += G::kThreads) {
       const int x = x0 + q % kTileCols, y = y0 + chunk + q / kTileCols;
       float v = 0.0f, sx = 0.0f, sy = 0.0f;
@@ -240,8 +291,17 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
         sx = p.sigma_x[i];
         sy = p.sigma_y[i];
       }
-      write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v, radius);
-      write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f, radius);
+      // Warp-uniform choices (a pass covers whole warps): no erfc for 32 zero
+      // pixels, one loop for both tables where every σx == σy (the paper's
+      // experiment; a beam whose optics are round).
+      if (!__any_sync(0xffffffffu, v != 0.0f)) {
+        for (int d = 0; d <= G::kRadiusMax + 1; ++d) kyv[d * kTableStride + q] = kx[d * kTableStride + q] = 0.0f;
+      } else if (__all_sync(0xffffffffu, sx == sy)) {
+        write_weight_columns_isotropic<G::kRadiusMax>(kyv, kx, q, sx, p.cutoff_sigmas, v, radius);
+      } else {
+        write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v, radius);
+        write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f, radius);
+      }
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
@@ -310,8 +370,9 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
 
   // Flush through shared memory (the tables are free now): each warp stores
   // its 16 rows of the region, then the block adds the region to the output
-  // row by row (consecutive lanes, consecutive columns), one atomic per
-  // non-zero cell inside the slice, as the tile scatter does.
+  // row by row (consecutive lanes, consecutive cells): in float four cells
+  // per vector atomic, in fixed point one atomic per non-zero cell inside
+  // the slice, as the tile scatter does.
   float* region = tables;  // [kRegionRows][kRegionCols], origin (x0 − 8RB, y0 − 8RB)
 #pragma unroll
   for (int j = 0; j < kColumnBlocks; ++j)
@@ -319,6 +380,18 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
     for (int q = 0; q < 4; ++q)
       region[(16 * warp + g + 8 * (q >> 1)) * G::kRegionCols + 8 * j + 2 * t + (q & 1)] = sum[j][q];
   __syncthreads();
+  static_assert(G::kRegionCols % 4 == 0 && (8 * RB) % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
+  if (!p.out_fixed) {
+    constexpr int kQuads = G::kRegionCols / 4;
+    for (int c = threadIdx.x; c < G::kRegionRows * kQuads; c += G::kThreads) {
+      const float4 v = reinterpret_cast<const float4*>(region)[c];
+      if (v.x == 0.0f && v.y == 0.0f && v.z == 0.0f && v.w == 0.0f) continue;
+      const int Y = y0 - 8 * RB + c / kQuads, X = x0 - 8 * RB + 4 * (c % kQuads);
+      if (Y < 0 || Y >= p.rows) continue;  // clipped output grid
+      add_quad(p.out + s * plane + static_cast<std::size_t>(Y) * p.cols, X, p.cols, v);
+    }
+    return;
+  }
   for (int c = threadIdx.x; c < G::kRegionRows * G::kRegionCols; c += G::kThreads) {
     const float v = region[c];
     if (v == 0.0f) continue;

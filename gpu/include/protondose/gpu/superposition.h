@@ -102,11 +102,11 @@ inline constexpr int kMaxTileRadiusPx = 32;
 
 /// kGpuScatterTensorCore's default crossover radius (pixels): buckets of
 /// smaller radius run on the tile scatter (SuperpositionOptions::tensor_core_min_radius_px).
-/// Measured on an H100, 64 × 512², every tile at fixed r (docs/benchmarks.md,
-/// 2026-11-26, the kernel with two- and four-row steps): tensor cores / tile
-/// scatter = 0.90 at r 4, 0.79 at 5, 0.65 at 6, 0.48 at 8 (the kernel before
-/// them: 1.22 at r 4, 1.01 at 5, 0.82 at 6).
-inline constexpr int kTensorCoreMinRadiusPx = 4;
+/// Measured on an H100, 64 × 512², every tile at fixed r (docs/benchmarks.md
+/// run 20, 2026-11-26): tensor cores / tile scatter = 1.18 at r 2, 0.94 at 3,
+/// 0.73 at 4, 0.38 at 8 (the kernel of 2026-11-24: 1.22 at r 4, 1.01 at 5,
+/// 0.82 at 6).
+inline constexpr int kTensorCoreMinRadiusPx = 3;
 
 /// Who launches the per-radius grids of the tiled scatter (kGpuScatterTiled).
 /// Measured on an H100 (docs/benchmarks.md), the same tile kernels run about
