@@ -136,6 +136,16 @@ __device__ inline float erfc_fit(float z) {
   return t * e;
 }
 
+/// Weight tables of radius classes up to this radius are written by fully
+/// unrolled loops (compile-time store offsets, no loop counter); larger
+/// classes keep a loop: unrolled to 32 the kernels grew slower at every
+/// larger class, r_max 32 4.9 → 8.1 ms (docs/benchmarks.md run 22).
+constexpr int kUnrolledTablesMaxRadius = 8;
+/// Radius classes RB up to this one load each thread's next pixel one pass
+/// ahead (below): 3–6 % faster at RB 1–3; at RB 4 (165 registers) 40 %
+/// slower (run 23).
+constexpr int kPrefetchMaxRadiusClass = 3;
+
 /// Row of |d| in a weight table: d itself up to kRadiusMax, else the zero sentinel.
 template <int kRadiusMax>
 __device__ inline int table_row(int d) {
@@ -147,28 +157,45 @@ __device__ inline int table_row(int d) {
 /// The weights are gaussian_weight's formula, one erfc per d (each K(d) is a
 /// difference of two neighbouring erfc values), with erfc_fit for erfcf and
 /// the argument (d + ½)·a carried as a running sum. scale = 0 writes zeros.
-/// The loops run to the tile's radius for every lane, whatever the lane's
-/// own r: lanes of one warp with different σ no longer diverge (a loop to
-/// each lane's r and a fill loop from there cost the warp both maxima).
+/// The erfc run to the tile's radius for every lane, whatever the lane's own
+/// r: lanes of one warp with different σ do not diverge (a loop to each
+/// lane's r and a fill loop from there cost the warp both maxima).
 template <int kRadiusMax>
 __device__ inline void write_weight_column(float* table, int pixel, float sigma_px, float cutoff_sigmas, float scale,
                                            int tile_radius) {
+  constexpr bool kUnrolled = kRadiusMax <= kUnrolledTablesMaxRadius;
   const int r = scale != 0.0f ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
   const float a = erf_scale(sigma_px);
   const float half_scale = a == 0.0f ? 0.0f : 0.5f * scale;  // σ ≈ 0: a local deposit, nothing beyond d = 0
   float z = 0.5f * a;
   float upper = a == 0.0f ? 0.0f : erfc_fit(z);  // erfc((d + ½)·a) for d = 0
   table[pixel] = r >= 0 ? scale * (1.0f - upper) : 0.0f;
-  const int last = min(tile_radius, kRadiusMax);
+  if constexpr (kUnrolled) {
+    // Compile-time store offsets, no loop counter; the branch on the tile's
+    // radius is the same for all lanes.
+#pragma unroll
+    for (int d = 1; d <= kRadiusMax + 1; ++d) {
+      float weight = 0.0f;
+      if (d <= tile_radius && d <= kRadiusMax) {
+        z += a;
+        const float next = erfc_fit(z);
+        if (d <= r) weight = half_scale * (upper - next);
+        upper = next;
+      }
+      table[d * kTableStride + pixel] = weight;
+    }
+  } else {
+    const int last = min(tile_radius, kRadiusMax);
 #pragma unroll 4
-  for (int d = 1; d <= last; ++d) {
-    z += a;
-    const float next = erfc_fit(z);
-    table[d * kTableStride + pixel] = d <= r ? half_scale * (upper - next) : 0.0f;
-    upper = next;
-  }
+    for (int d = 1; d <= last; ++d) {
+      z += a;
+      const float next = erfc_fit(z);
+      table[d * kTableStride + pixel] = d <= r ? half_scale * (upper - next) : 0.0f;
+      upper = next;
+    }
 #pragma unroll 1
-  for (int d = last + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
+    for (int d = last + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
+  }
 }
 
 /// Both tables' columns of a pixel whose σx == σy, from one erfc loop:
@@ -185,18 +212,34 @@ __device__ inline void write_weight_columns_isotropic(float* kyv, float* kx, int
   const float k0 = r >= 0 ? 1.0f - upper : 0.0f;
   kyv[pixel] = value * k0;
   kx[pixel] = k0;
-  const int last = min(tile_radius, kRadiusMax);
+  if constexpr (kRadiusMax <= kUnrolledTablesMaxRadius) {
+#pragma unroll
+    for (int d = 1; d <= kRadiusMax + 1; ++d) {
+      float k = 0.0f;
+      if (d <= tile_radius && d <= kRadiusMax) {
+        z += a;
+        const float next = erfc_fit(z);
+        if (d <= r) k = half * (upper - next);
+        upper = next;
+      }
+      kyv[d * kTableStride + pixel] = value * k;
+      kx[d * kTableStride + pixel] = k;
+    }
+  } else {
+    const int last = min(tile_radius, kRadiusMax);
 #pragma unroll 4
-  for (int d = 1; d <= last; ++d) {
-    z += a;
-    const float next = erfc_fit(z);
-    const float k = d <= r ? half * (upper - next) : 0.0f;
-    kyv[d * kTableStride + pixel] = value * k;
-    kx[d * kTableStride + pixel] = k;
-    upper = next;
-  }
+    for (int d = 1; d <= last; ++d) {
+      z += a;
+      const float next = erfc_fit(z);
+      const float k = d <= r ? half * (upper - next) : 0.0f;
+      kyv[d * kTableStride + pixel] = value * k;
+      kx[d * kTableStride + pixel] = k;
+      upper = next;
+    }
 #pragma unroll 1
-  for (int d = last + 1; d <= kRadiusMax + 1; ++d) kyv[d * kTableStride + pixel] = kx[d * kTableStride + pixel] = 0.0f;
+    for (int d = last + 1; d <= kRadiusMax + 1; ++d)
+      kyv[d * kTableStride + pixel] = kx[d * kTableStride + pixel] = 0.0f;
+  }
 }
 
 /// Adds four consecutive cells of a tile's output region to columns X … X + 3
@@ -275,21 +318,41 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
 #pragma unroll
     for (int q = 0; q < 4; ++q) sum[j][q] = 0.0f;
 
+  // Pixel q of a chunk (value, σx, σy; zeros outside the slice). With
+  // kPrefetch each thread loads its next pixel one pass ahead — the first of
+  // the next chunk before this chunk's products — so that the global loads'
+  // latency hides behind work (ncu: waiting for them was a quarter of the
+  // table phase at RB 1, docs/benchmarks.md run 21).
+  constexpr bool kPrefetch = RB <= kPrefetchMaxRadiusClass;
+  float next_v, next_sx, next_sy;
+  const auto load_pixel = [&](int chunk, int q) {
+    const int x = x0 + q % kTileCols, y = y0 + chunk + q / kTileCols;
+    next_v = next_sx = next_sy = 0.0f;
+    if (x < p.cols && y < p.rows) {
+      const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
+      next_v = p.image[i];
+      next_sx = p.sigma_x[i];
+      next_sy = p.sigma_y[i];
+    }
+  };
+  if constexpr (kPrefetch) load_pixel(0, threadIdx.x);
+
 #pragma unroll 1
   for (int chunk = 0; chunk < kTileRows; chunk += kChunkRows) {
     // Weight tables of the chunk's pixels: one pixel per thread per pass, a
-    // warp builds whole rows; pixels outside the slice are zeros. Every pass
-    // but the last covers all threads, and the last whole warps (256 − k ×
-    // kThreads is a multiple of 32): the warp votes below see full warps.
+    // warp builds whole rows. Every pass but the last covers all threads,
+    // and the last whole warps (256 − k × kThreads is a multiple of 32): the
+    // warp votes below see full warps.
     static_assert((kChunkPixels - (kChunkPixels / G::kThreads) * G::kThreads) % 32 == 0, "passes must be whole warps");
+#pragma unroll 1
     for (int q = threadIdx.x; q < kChunkPixels; q += G::kThreads) {
-      const int x = x0 + q % kTileCols, y = y0 + chunk + q / kTileCols;
-      float v = 0.0f, sx = 0.0f, sy = 0.0f;
-      if (x < p.cols && y < p.rows) {
-        const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
-        v = p.image[i];
-        sx = p.sigma_x[i];
-        sy = p.sigma_y[i];
+      if constexpr (!kPrefetch) load_pixel(chunk, q);
+      const float v = next_v, sx = next_sx, sy = next_sy;
+      if constexpr (kPrefetch) {
+        if (q + G::kThreads < kChunkPixels)
+          load_pixel(chunk, q + G::kThreads);
+        else if (chunk + kChunkRows < kTileRows)
+          load_pixel(chunk + kChunkRows, threadIdx.x);
       }
       // Warp-uniform choices (a pass covers whole warps): no erfc for 32 zero
       // pixels, one loop for both tables where every σx == σy (the paper's
