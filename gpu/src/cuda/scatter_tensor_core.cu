@@ -152,67 +152,26 @@ __device__ inline int table_row(int d) {
   return min(abs(d), kRadiusMax + 1);
 }
 
-/// Column `pixel` of a [d][kTableStride] table: scale · K(d, σ) for d = 0 …
-/// min(r, kRadiusMax), 0 beyond (the pixel's own cut-off) and in the sentinel.
-/// The weights are gaussian_weight's formula, one erfc per d (each K(d) is a
-/// difference of two neighbouring erfc values), with erfc_fit for erfcf and
-/// the argument (d + ½)·a carried as a running sum. scale = 0 writes zeros.
-/// The erfc run to the tile's radius for every lane, whatever the lane's own
-/// r: lanes of one warp with different σ do not diverge (a loop to each
-/// lane's r and a fill loop from there cost the warp both maxima).
-template <int kRadiusMax>
-__device__ inline void write_weight_column(float* table, int pixel, float sigma_px, float cutoff_sigmas, float scale,
-                                           int tile_radius) {
-  constexpr bool kUnrolled = kRadiusMax <= kUnrolledTablesMaxRadius;
-  const int r = scale != 0.0f ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
-  const float a = erf_scale(sigma_px);
-  const float half_scale = a == 0.0f ? 0.0f : 0.5f * scale;  // σ ≈ 0: a local deposit, nothing beyond d = 0
-  float z = 0.5f * a;
-  float upper = a == 0.0f ? 0.0f : erfc_fit(z);  // erfc((d + ½)·a) for d = 0
-  table[pixel] = r >= 0 ? scale * (1.0f - upper) : 0.0f;
-  if constexpr (kUnrolled) {
-    // Compile-time store offsets, no loop counter; the branch on the tile's
-    // radius is the same for all lanes.
-#pragma unroll
-    for (int d = 1; d <= kRadiusMax + 1; ++d) {
-      float weight = 0.0f;
-      if (d <= tile_radius && d <= kRadiusMax) {
-        z += a;
-        const float next = erfc_fit(z);
-        if (d <= r) weight = half_scale * (upper - next);
-        upper = next;
-      }
-      table[d * kTableStride + pixel] = weight;
-    }
-  } else {
-    const int last = min(tile_radius, kRadiusMax);
-#pragma unroll 4
-    for (int d = 1; d <= last; ++d) {
-      z += a;
-      const float next = erfc_fit(z);
-      table[d * kTableStride + pixel] = d <= r ? half_scale * (upper - next) : 0.0f;
-      upper = next;
-    }
-#pragma unroll 1
-    for (int d = last + 1; d <= kRadiusMax + 1; ++d) table[d * kTableStride + pixel] = 0.0f;
-  }
-}
-
-/// Both tables' columns of a pixel whose σx == σy, from one erfc loop:
-/// kyv = value · K(d, σ), kx = K(d, σ). Bitwise what two write_weight_column
-/// calls write (the halving is exact either way), at half the erfc.
-template <int kRadiusMax>
-__device__ inline void write_weight_columns_isotropic(float* kyv, float* kx, int pixel, float sigma_px,
-                                                      float cutoff_sigmas, float value, int tile_radius) {
-  const int r = value != 0.0f ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
+/// Calls sink(d, K(d, σ)) for d = 0 … kRadiusMax + 1: the weights of one
+/// pixel for its weight-table column, 0 beyond min(r, kRadiusMax) (the
+/// pixel's own cut-off), in the sentinel row, and everywhere for an
+/// inactive (zero) pixel. gaussian_weight's formula, one erfc per d (each
+/// K(d) is a difference of two neighbouring erfc values), with erfc_fit for
+/// erfcf and the argument (d + ½)·a carried as a running sum. The erfc run
+/// to the tile's radius for every lane, whatever the lane's own r: lanes of
+/// one warp with different σ do not diverge (a loop to each lane's r and a
+/// fill loop from there cost the warp both maxima).
+template <int kRadiusMax, class Sink>
+__device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
+  const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
   const float a = erf_scale(sigma_px);
   const float half = a == 0.0f ? 0.0f : 0.5f;  // σ ≈ 0: a local deposit, nothing beyond d = 0
   float z = 0.5f * a;
-  float upper = a == 0.0f ? 0.0f : erfc_fit(z);
-  const float k0 = r >= 0 ? 1.0f - upper : 0.0f;
-  kyv[pixel] = value * k0;
-  kx[pixel] = k0;
+  float upper = a == 0.0f ? 0.0f : erfc_fit(z);  // erfc((d + ½)·a) for d = 0
+  sink(0, r >= 0 ? 1.0f - upper : 0.0f);
   if constexpr (kRadiusMax <= kUnrolledTablesMaxRadius) {
+    // Compile-time store offsets, no loop counter; the branch on the tile's
+    // radius is the same for all lanes.
 #pragma unroll
     for (int d = 1; d <= kRadiusMax + 1; ++d) {
       float k = 0.0f;
@@ -222,8 +181,7 @@ __device__ inline void write_weight_columns_isotropic(float* kyv, float* kx, int
         if (d <= r) k = half * (upper - next);
         upper = next;
       }
-      kyv[d * kTableStride + pixel] = value * k;
-      kx[d * kTableStride + pixel] = k;
+      sink(d, k);
     }
   } else {
     const int last = min(tile_radius, kRadiusMax);
@@ -231,14 +189,11 @@ __device__ inline void write_weight_columns_isotropic(float* kyv, float* kx, int
     for (int d = 1; d <= last; ++d) {
       z += a;
       const float next = erfc_fit(z);
-      const float k = d <= r ? half * (upper - next) : 0.0f;
-      kyv[d * kTableStride + pixel] = value * k;
-      kx[d * kTableStride + pixel] = k;
+      sink(d, d <= r ? half * (upper - next) : 0.0f);
       upper = next;
     }
 #pragma unroll 1
-    for (int d = last + 1; d <= kRadiusMax + 1; ++d)
-      kyv[d * kTableStride + pixel] = kx[d * kTableStride + pixel] = 0.0f;
+    for (int d = last + 1; d <= kRadiusMax + 1; ++d) sink(d, 0.0f);
   }
 }
 
@@ -355,15 +310,21 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
           load_pixel(chunk + kChunkRows, threadIdx.x);
       }
       // Warp-uniform choices (a pass covers whole warps): no erfc for 32 zero
-      // pixels, one loop for both tables where every σx == σy (the paper's
-      // experiment; a beam whose optics are round).
+      // pixels; one erfc loop for both tables where every σx == σy (the
+      // paper's experiment; a beam whose optics are round), the same tables
+      // as two loops give.
+      const auto kyv_column = [&](int d, float k) { kyv[d * kTableStride + q] = v * k; };
+      const auto kx_column = [&](int d, float k) { kx[d * kTableStride + q] = k; };
       if (!__any_sync(0xffffffffu, v != 0.0f)) {
         for (int d = 0; d <= G::kRadiusMax + 1; ++d) kyv[d * kTableStride + q] = kx[d * kTableStride + q] = 0.0f;
       } else if (__all_sync(0xffffffffu, sx == sy)) {
-        write_weight_columns_isotropic<G::kRadiusMax>(kyv, kx, q, sx, p.cutoff_sigmas, v, radius);
+        for_each_weight<G::kRadiusMax>(sx, p.cutoff_sigmas, v != 0.0f, radius, [&](int d, float k) {
+          kyv_column(d, k);
+          kx_column(d, k);
+        });
       } else {
-        write_weight_column<G::kRadiusMax>(kyv, q, sy, p.cutoff_sigmas, v, radius);
-        write_weight_column<G::kRadiusMax>(kx, q, sx, p.cutoff_sigmas, v != 0.0f ? 1.0f : 0.0f, radius);
+        for_each_weight<G::kRadiusMax>(sy, p.cutoff_sigmas, v != 0.0f, radius, kyv_column);
+        for_each_weight<G::kRadiusMax>(sx, p.cutoff_sigmas, v != 0.0f, radius, kx_column);
       }
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
