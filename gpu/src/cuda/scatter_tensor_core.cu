@@ -115,8 +115,9 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
 /// instructions, two of them on the MUFU pipe (erfcf: ~40). Less accurate
 /// than erfcf in float — the weights K(d) it gives are within 3.1·10⁻⁷ of
 /// the exact ones (erfcf's: 5.3·10⁻⁸), largest near z = 0 — and the
-/// superposition's error against the exact gather did not move (1.2·10⁻⁶ of
-/// max(O) at r_max 8, 3.0·10⁻⁶ at 32). ftz: results below 2⁻¹²⁶ are 0.
+/// superposition's error against the exact gather did not move when it
+/// replaced erfcf (1.2·10⁻⁶ of max(O) at r_max 8, 3.0·10⁻⁶ at 32, 2026-11-24).
+/// ftz: results below 2⁻¹²⁶ are 0.
 __device__ inline float erfc_fit(float z) {
   constexpr float kLog2e = 1.4426950408889634f;
   float t;
@@ -157,10 +158,10 @@ __device__ inline int table_row(int d) {
 /// pixel's own cut-off), in the sentinel row, and everywhere for an
 /// inactive (zero) pixel. gaussian_weight's formula, one erfc per d (each
 /// K(d) is a difference of two neighbouring erfc values), with erfc_fit for
-/// erfcf and the argument (d + ½)·a carried as a running sum. The erfc run
-/// to the tile's radius for every lane, whatever the lane's own r: lanes of
-/// one warp with different σ do not diverge (a loop to each lane's r and a
-/// fill loop from there cost the warp both maxima).
+/// erfcf and the argument (d + ½)·a carried as a running sum. Every lane
+/// evaluates erfc up to the tile's radius, whatever its own r: lanes of one
+/// warp with different σ do not diverge (a loop to each lane's r and a fill
+/// loop from there cost the warp both maxima).
 template <int kRadiusMax, class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
