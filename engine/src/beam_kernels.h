@@ -178,7 +178,6 @@ PD_HD inline float result_divide(float a, float b) {
 #endif
 }
 
-
 struct TraceInput {
   BevGeometry grid;
   Affine3 ct_index_from_beam;  ///< continuous CT index of a beam-frame point

@@ -209,7 +209,10 @@ int main(int argc, char** argv) {
       report.line("No CUDA device (or built without CUDA): timing the CPU oracle only.");
     double ceiling = 0.0;
     if (profile_radius > 0) {
-      if (!gpu) throw pd::ConfigError("--profile-radius needs a CUDA device");
+      if (cpu_only) throw pd::ConfigError("--profile-radius " + std::to_string(profile_radius) +
+                                          " runs GPU kernels; --cpu-only times the CPU oracle only");
+      if (!gpu) throw pd::UnavailableError("--profile-radius " + std::to_string(profile_radius) +
+                                           " runs GPU kernels: no CUDA device (or built without CUDA)");
       const HostStack st = paper_stack(6000u + profile_radius, 64, 512, 512, profile_radius);
       for (const SuperpositionVariant v :
            {SuperpositionVariant::kScatterTiledFixedRadius, SuperpositionVariant::kTensorCoreFixedRadius})

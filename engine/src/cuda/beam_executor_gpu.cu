@@ -195,7 +195,6 @@ __global__ void cutoff_kernel(const float* wepl_far, BevGeometry g, const int* f
   atomicMax(&most[layer], n);
 }
 
-
 /// Block-wide sum of a double (thread 0's return value).
 __device__ double block_sum(double v) {
   return block_reduce(v, 0.0, [](double a, double b) { return a + b; });
@@ -398,7 +397,6 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   const double block_energy = block_sum(energy);
   if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
 }
-
 
 /// A spot of the beam, in pixel units of the ray grid.
 struct DeviceSpot {
@@ -859,7 +857,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (!halo_result_.valid()) return std::nullopt;
     return get_polled(halo_result_);
   }
-
 
   /// Ends a halo thread that waits for a job it will not get.
   void release_halo_thread() {

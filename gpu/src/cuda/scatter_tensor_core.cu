@@ -316,6 +316,8 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
       // as two loops give.
       const auto kyv_column = [&](int d, float k) { kyv[d * kTableStride + q] = v * k; };
       const auto kx_column = [&](int d, float k) { kx[d * kTableStride + q] = k; };
+      // (Voted again below for row_mask: one ballot for both, taken here,
+      // held a register through the table build, and RB 1 spilled.)
       if (!__any_sync(0xffffffffu, v != 0.0f)) {
         for (int d = 0; d <= G::kRadiusMax + 1; ++d) kyv[d * kTableStride + q] = kx[d * kTableStride + q] = 0.0f;
       } else if (__all_sync(0xffffffffu, sx == sy)) {
