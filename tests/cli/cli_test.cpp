@@ -1,10 +1,7 @@
 // The command line as a user meets it: every subcommand's exit code by error
 // category (docs/exit-codes.md), its JSON, and the files it writes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +10,7 @@
 
 #include "protondose/core/error.h"
 #include "protondose/core/metaimage.h"
+#include "run_command.h"
 
 namespace protondose {
 namespace {
@@ -23,23 +21,9 @@ const std::string kExe = PROTONDOSE_EXE;
 const fs::path kShared = PROTONDOSE_SHARED_DIR;
 const fs::path kData = PROTONDOSE_DATA_DIR;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout; stderr goes to the test log
-};
+using testing::CommandResult;
 
-CommandResult run(const std::string& arguments) {
-  CommandResult r;
-  const std::string command = "'" + kExe + "' " + arguments;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult run(const std::string& arguments) { return testing::run_command("'" + kExe + "' " + arguments); }
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::path(PROTONDOSE_TEST_OUTPUT_DIR) / "cli" / name;

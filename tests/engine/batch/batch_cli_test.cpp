@@ -1,12 +1,9 @@
 // `protondose batch` and `robust` through the command line: exit statuses,
 // report files, CSV manifests, the Slurm script, and a resumed run.
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -15,6 +12,7 @@
 #include "batch_case.h"
 #include "protondose/dicom/rt_dose.h"
 #include "registration_writer.h"
+#include "run_command.h"
 
 namespace fs = std::filesystem;
 
@@ -23,16 +21,10 @@ namespace {
 /// Runs the protondose executable with `args` (already quoted); returns the
 /// exit status, stdout in `out` (and stderr after it with `with_stderr`).
 int run_cli(const std::string& args, std::string* out = nullptr, bool with_stderr = false) {
-  const std::string cmd = std::string(PROTONDOSE_EXE) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  std::string text;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
-  const int status = ::pclose(p);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const protondose::testing::CommandResult r =
+      protondose::testing::run_command(std::string(PROTONDOSE_EXE) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+  if (out) *out = r.out;
+  return r.exit_code;
 }
 
 const std::string kExample = PROTONDOSE_DATA_DIR "/example";
