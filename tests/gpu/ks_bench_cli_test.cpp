@@ -17,21 +17,22 @@ testing::CommandResult run_ks_bench(const std::string& arguments) {
   return testing::run_command(std::string("'") + PROTONDOSE_KS_BENCH_EXE + "' " + arguments + " 2>&1");
 }
 
+/// The KS benchmark with `arguments` exits with `category`'s code and prints `message`.
+void expect_refused(const std::string& arguments, ErrorCategory category, const std::string& message) {
+  const testing::CommandResult r = run_ks_bench(arguments);
+  EXPECT_EQ(r.exit_code, exit_code(category)) << r.out;
+  EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+}
+
 TEST(KsBenchCommandLine, ProfileRadiusWithCpuOnlyIsAConfigError) {
-  const testing::CommandResult r = run_ks_bench("--cpu-only --profile-radius 8");
-  EXPECT_EQ(r.exit_code, exit_code(ErrorCategory::kConfig)) << r.out;
-  EXPECT_NE(r.out.find("[config] --profile-radius 8 runs GPU kernels; --cpu-only times the CPU oracle only"),
-            std::string::npos)
-      << r.out;
+  expect_refused("--cpu-only --profile-radius 8", ErrorCategory::kConfig,
+                 "[config] --profile-radius 8 runs GPU kernels; --cpu-only times the CPU oracle only");
 }
 
 TEST(KsBenchCommandLine, ProfileRadiusWithoutADeviceIsUnavailable) {
   if (gpu_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the profile would run";
-  const testing::CommandResult r = run_ks_bench("--profile-radius 8");
-  EXPECT_EQ(r.exit_code, exit_code(ErrorCategory::kUnavailable)) << r.out;
-  EXPECT_NE(r.out.find("--profile-radius 8 runs GPU kernels: no CUDA device (or built without CUDA)"),
-            std::string::npos)
-      << r.out;
+  expect_refused("--profile-radius 8", ErrorCategory::kUnavailable,
+                 "--profile-radius 8 runs GPU kernels: no CUDA device (or built without CUDA)");
 }
 
 TEST(KsBenchCommandLine, ProfileRadiusOutsideTheTileRadiiIsRefused) {
