@@ -114,6 +114,42 @@ TEST_P(GpuSuperposition, DeterministicModeIsBitwiseReproducible) {
   expect_matches_oracle(st, options);
 }
 
+TEST_P(GpuSuperposition, BucketsOfManyRadiiBesideUniformSlicesInOneStack) {
+  // The host-launched paths spread their buckets over side streams, beside
+  // the uniform slices' separable passes on the superposer's own stream:
+  // sixteen slices of one radius band each (r 2 … 47, the general bucket
+  // included) and four uniform slices must all be summed before the output
+  // is read, in float and bitwise-reproducibly in fixed point.
+  testing::Stack st("many radii and uniform slices", 20, 40, 70);
+  std::mt19937 rng(110u);
+  std::uniform_real_distribution<float> value(0.0f, 1.0f);
+  for (int s = 0; s < 16; ++s) {
+    std::uniform_real_distribution<float> sigma(0.0f, (2.0f + 3.0f * s) / 3.0f * 0.9999f);
+    for (int y = 0; y < 40; ++y)
+      for (int x = 0; x < 70; ++x) {
+        const std::size_t i = st.index(s, y, x);
+        st.image[i] = value(rng);
+        st.sigma_x[i] = sigma(rng);
+        st.sigma_y[i] = sigma(rng);
+      }
+  }
+  for (int s = 16; s < 20; ++s) {
+    for (int y = 0; y < 40; ++y)
+      for (int x = 0; x < 70; ++x) st.image[st.index(s, y, x)] = value(rng);
+    testing::make_slice_uniform(st, s, 0.4f + 1.1f * (s - 16), 0.7f + 0.9f * (s - 16));
+  }
+  expect_matches_oracle(st);
+  SuperpositionOptions options;
+  options.deterministic = true;
+  const std::vector<float> first = run(st, options);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const std::vector<float> again = run(st, options);
+    ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)))
+        << "run " << repeat + 2 << " differs";
+  }
+  expect_matches_oracle(st, options);
+}
+
 TEST_P(GpuSuperposition, RejectsInvalidInputOnTheHostBeforeLaunching) {
   Stack st("nan sigma", 1, 8, 8);
   st.sigma_x[9] = std::nanf("");

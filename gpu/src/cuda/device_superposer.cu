@@ -89,6 +89,9 @@ struct DeviceSuperposer::Impl {
   cuda::DeviceBuffer<unsigned char> scratch;
   cuda::DeviceBuffer<unsigned long long> fixed;
   cuda::SeparableScratch separable_scratch;  ///< row-pass intermediate of the uniform-σ slices
+  /// Side streams of the host-launched buckets (made on the superposer's
+  /// device in the constructor, after `stream`).
+  std::unique_ptr<cuda::BucketStreams> bucket_streams;
   DeviceSuperposer::Split last_split;
 
   ~Impl() {
@@ -152,13 +155,14 @@ struct DeviceSuperposer::Impl {
                                             options.tile_dispatch == TileDispatch::kFromDevice
                                                 ? cuda::BucketLaunch::kFromDevice
                                                 : cuda::BucketLaunch::kFromHost,
-                                            separable_scratch, stream);
+                                            separable_scratch, *bucket_streams, stream);
         break;
       case SuperpositionMethod::kGpuScatterRegisterBlocked:
-        counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, stream);
+        counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, *bucket_streams, stream);
         break;
       case SuperpositionMethod::kGpuScatterTensorCore:
-        counts = cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch, stream);
+        counts = cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch,
+                                                  *bucket_streams, stream);
         break;
       case SuperpositionMethod::kGpuScatterAtomic:
         cuda::launch_fixed_scale(p, a, stream);
@@ -222,6 +226,7 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  impl_->bucket_streams = std::make_unique<cuda::BucketStreams>();
 }
 
 DeviceSuperposer::~DeviceSuperposer() = default;

@@ -702,9 +702,6 @@ double pixel_count_of(const StackParams& p) {
   return static_cast<double>(p.slices) * p.rows * static_cast<double>(p.cols);
 }
 
-/// The fixed-point scale, one read-back of the bucket sizes, then one launch
-/// per non-empty bucket, largest radii first: `launch_radius(r, count, tiles)`
-/// for r ≤ kMaxTileRadiusPx, the global-atomics kernel for the general bucket.
 /// The separable row and column passes of convolution_kernels.cu over the
 /// `count` uniform slices of the analysis, radii up to max_radius.
 /// With p.groups (and no fixed-point output), only the row pass: the column
@@ -740,9 +737,13 @@ ConvolutionParams launch_separable_uniform_slices(const StackParams& p, const St
   return c;
 }
 
+/// The fixed-point scale, one read-back of the bucket sizes, then one launch
+/// per non-empty bucket, largest radii first: `launch_radius(r, count, tiles,
+/// stream)` for r ≤ kMaxTileRadiusPx, the global-atomics kernel for the
+/// general bucket; the buckets spread over `buckets`' side streams.
 template <class LaunchRadius>
 DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, SeparableScratch& separable_scratch,
-                              cudaStream_t stream, LaunchRadius&& launch_radius) {
+                                        BucketStreams& buckets, cudaStream_t stream, LaunchRadius&& launch_radius) {
   fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
   PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
   int counts[kBucketCountSlots];
@@ -767,20 +768,30 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
     clear_scattered_slices_kernel<<<dim3(blocks_per_slice, static_cast<unsigned>(p.slices)), 256, 0, stream>>>(p, a);
     PD_CUDA_CHECK_LAUNCH("clear_scattered_slices_kernel");
   }
+  // With more than one bucket (or a bucket beside separable slices), the
+  // buckets go round-robin over the side streams, largest radii first, and
+  // run alongside each other and the separable passes, which stay on `stream`.
+  int nonempty_buckets = 0;
+  for (int bucket = 0; bucket < kBucketCount; ++bucket) nonempty_buckets += counts[bucket] > 0;
+  const bool fan_out = nonempty_buckets > 1 || (nonempty_buckets == 1 && dispatched.uniform_slices > 0);
+  if (fan_out) buckets.fork(stream);
   ConvolutionParams separable;
   if (dispatched.uniform_slices > 0)
     separable = launch_separable_uniform_slices(p, a, dispatched.uniform_slices, counts[kUniformMaxRadiusSlot],
                                                 separable_scratch, stream);
+  int launched = 0;
   for (int bucket = kBucketCount - 1; bucket >= 0; --bucket) {
     if (counts[bucket] == 0) continue;
+    const cudaStream_t bucket_stream = fan_out ? buckets.stream(launched++) : stream;
     const int* tiles = a.bucket_tiles + static_cast<std::size_t>(bucket) * p.tile_count();
     if (bucket == kGeneralBucket)
-      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, stream>>>(p, tiles);
+      scatter_atomic_kernel<<<counts[bucket], dim3(kTileCols, kBlockRows), 0, bucket_stream>>>(p, tiles);
     else
-      launch_radius(bucket, counts[bucket], tiles);
+      launch_radius(bucket, counts[bucket], tiles, bucket_stream);
     PD_CUDA_CHECK_LAUNCH("scatter bucket");
     dispatched.scatter_tiles += counts[bucket];
   }
+  if (fan_out) buckets.join(stream);
   // Groups: the uniform slices' column pass sums them, with the scattered
   // slices the buckets above wrote, into each group's plane.
   if (dispatched.uniform_slices > 0 && p.groups.count > 0 && !p.out_fixed) {
@@ -802,13 +813,43 @@ void prefer_shared_memory() {
 
 }  // namespace
 
+BucketStreams::BucketStreams() {
+  for (int i = 0; i < kStreams; ++i) {
+    PD_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+    PD_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+  }
+  PD_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+}
+
+BucketStreams::~BucketStreams() {
+  // Destruction does not wait: the owner synchronises its stream after every
+  // join, and a stream destroyed with work queued finishes it first.
+  for (int i = 0; i < kStreams; ++i) {
+    if (done_[i]) cudaEventDestroy(done_[i]);
+    if (streams_[i]) cudaStreamDestroy(streams_[i]);
+  }
+  if (forked_) cudaEventDestroy(forked_);
+}
+
+void BucketStreams::fork(cudaStream_t main) {
+  PD_CUDA_CHECK(cudaEventRecord(forked_, main));
+  for (cudaStream_t side : streams_) PD_CUDA_CHECK(cudaStreamWaitEvent(side, forked_, 0));
+}
+
+void BucketStreams::join(cudaStream_t main) {
+  for (int i = 0; i < kStreams; ++i) {
+    PD_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+    PD_CUDA_CHECK(cudaStreamWaitEvent(main, done_[i], 0));
+  }
+}
+
 void prepare_tile_kernels() {
   static PerDeviceSetting prepared;
   prepared.once([] { prefer_shared_memory<kMaxTileRadiusPx>(); });
 }
 
 DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
-                                    SeparableScratch& separable_scratch, cudaStream_t stream) {
+                                    SeparableScratch& separable_scratch, BucketStreams& buckets, cudaStream_t stream) {
   prepare_tile_kernels();
   if (launch == BucketLaunch::kFromDevice) {
     // The device-side dispatcher launches tile buckets only; uniform slices
@@ -819,9 +860,10 @@ DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a
     PD_CUDA_CHECK_LAUNCH("dispatch_buckets_kernel");
     return {};
   }
-  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
-    launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
-  });
+  return launch_buckets_from_host(p, a, separable_scratch, buckets, stream,
+                                  [&](int radius, int count, const int* tiles, cudaStream_t bucket_stream) {
+                                    launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, bucket_stream);
+                                  });
 }
 
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
@@ -870,10 +912,13 @@ void launch_register_blocked_radius(int radius, int count, const int* tiles, con
 }  // namespace
 
 DispatchCounts launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a,
-                                               SeparableScratch& separable_scratch, cudaStream_t stream) {
-  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
-    launch_register_blocked_radius<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
-  });
+                                               SeparableScratch& separable_scratch, BucketStreams& buckets,
+                                               cudaStream_t stream) {
+  return launch_buckets_from_host(p, a, separable_scratch, buckets, stream,
+                                  [&](int radius, int count, const int* tiles, cudaStream_t bucket_stream) {
+                                    launch_register_blocked_radius<kMaxTileRadiusPx>(radius, count, tiles, p,
+                                                                                     bucket_stream);
+                                  });
 }
 
 void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream) {
@@ -885,14 +930,17 @@ void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radi
 }
 
 DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
-                                          SeparableScratch& separable_scratch, cudaStream_t stream) {
+                                          SeparableScratch& separable_scratch, BucketStreams& buckets,
+                                          cudaStream_t stream) {
   prepare_tile_kernels();
-  return launch_buckets_from_host(p, a, separable_scratch, stream, [&](int radius, int count, const int* tiles) {
-    if (radius >= std::max(1, min_radius))
-      launch_scatter_tensor_core_tiles(radius, count, tiles, p, stream);
-    else
-      launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p, stream);
-  });
+  return launch_buckets_from_host(p, a, separable_scratch, buckets, stream,
+                                  [&](int radius, int count, const int* tiles, cudaStream_t bucket_stream) {
+                                    if (radius >= std::max(1, min_radius))
+                                      launch_scatter_tensor_core_tiles(radius, count, tiles, p, bucket_stream);
+                                    else
+                                      launch_bucket_from_host<kMaxTileRadiusPx>(radius, count, tiles, p,
+                                                                                bucket_stream);
+                                  });
 }
 
 void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, TensorCoreAccumulation accumulation,
