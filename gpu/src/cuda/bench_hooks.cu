@@ -111,7 +111,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
   }
   cudaStream_t stream = nullptr;
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::BucketStreams bucket_streams;
+  cuda::BucketDispatch bucket_dispatch;
   auto work = [&] {
     // The host-launched bucket paths clear their output themselves (as in DeviceSuperposer).
     if (!host_buckets) {
@@ -137,7 +137,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         cuda::launch_scatter_tiled(p, a,
                                    variant == SuperpositionVariant::kScatterTiledDeviceLaunch ? cuda::BucketLaunch::kFromDevice
                                                                                              : cuda::BucketLaunch::kFromHost,
-                                   separable_scratch, bucket_streams, stream);
+                                   separable_scratch, bucket_dispatch, stream);
         if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
         break;
       case SuperpositionVariant::kScatterTiledFixedRadius:
@@ -145,7 +145,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
         break;
       case SuperpositionVariant::kRegisterBlocked:
         cuda::launch_analyse(p, a, stream);
-        cuda::launch_scatter_register_blocked(p, a, separable_scratch, bucket_streams, stream);
+        cuda::launch_scatter_register_blocked(p, a, separable_scratch, bucket_dispatch, stream);
         break;
       case SuperpositionVariant::kRegisterBlockedFixedRadius:
         cuda::launch_scatter_register_blocked_fixed_radius(p, fixed_radius, stream);
@@ -153,7 +153,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
       case SuperpositionVariant::kTensorCore:
       case SuperpositionVariant::kTensorCoreDeterministic:
         cuda::launch_analyse(p, a, stream);
-        cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch, bucket_streams,
+        cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch, bucket_dispatch,
                                          stream);
         if (p.out_fixed) cuda::launch_fixed_to_float(p, stream);
         break;

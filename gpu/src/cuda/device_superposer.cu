@@ -91,7 +91,7 @@ struct DeviceSuperposer::Impl {
   cuda::SeparableScratch separable_scratch;  ///< row-pass intermediate of the uniform-σ slices
   /// Side streams of the host-launched buckets (made on the superposer's
   /// device in the constructor, after `stream`).
-  std::unique_ptr<cuda::BucketStreams> bucket_streams;
+  std::unique_ptr<cuda::BucketDispatch> bucket_dispatch;
   DeviceSuperposer::Split last_split;
 
   ~Impl() {
@@ -155,14 +155,14 @@ struct DeviceSuperposer::Impl {
                                             options.tile_dispatch == TileDispatch::kFromDevice
                                                 ? cuda::BucketLaunch::kFromDevice
                                                 : cuda::BucketLaunch::kFromHost,
-                                            separable_scratch, *bucket_streams, stream);
+                                            separable_scratch, *bucket_dispatch, stream);
         break;
       case SuperpositionMethod::kGpuScatterRegisterBlocked:
-        counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, *bucket_streams, stream);
+        counts = cuda::launch_scatter_register_blocked(p, a, separable_scratch, *bucket_dispatch, stream);
         break;
       case SuperpositionMethod::kGpuScatterTensorCore:
         counts = cuda::launch_scatter_tensor_core(p, a, options.tensor_core_min_radius_px, separable_scratch,
-                                                  *bucket_streams, stream);
+                                                  *bucket_dispatch, stream);
         break;
       case SuperpositionMethod::kGpuScatterAtomic:
         cuda::launch_fixed_scale(p, a, stream);
@@ -226,7 +226,7 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
   PD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  impl_->bucket_streams = std::make_unique<cuda::BucketStreams>();
+  impl_->bucket_dispatch = std::make_unique<cuda::BucketDispatch>();
 }
 
 DeviceSuperposer::~DeviceSuperposer() = default;

@@ -91,33 +91,38 @@ struct SeparableScratch {
   DeviceBuffer<float> weights;
   DeviceBuffer<int> radii;
 };
-/// Side streams over which the host-launched dispatch spreads its buckets.
-/// A bucket is one grid of one radius; the engine's depth stacks (and the
-/// benchmark's 200 × 192² one) spread over ~17 radii with fewer tiles each
-/// than the GPU holds at once, and in one stream each bucket waited for the
-/// previous one's last blocks. Forked from the caller's stream once the
-/// output is cleared, joined before anything reads the output; the bucket
-/// kernels only add into it (float or fixed-point atomics), so their order
-/// does not matter, and the deterministic mode's integer sums stay bitwise
-/// the same. One set per superposer, created on its device.
-class BucketStreams {
+/// What the host-launched dispatch keeps from one stack to the next: the
+/// pinned buffer the bucket counts come back to, and the side streams the
+/// buckets spread over. A bucket is one grid of one radius; the engine's depth
+/// stacks (and the benchmark's 200 × 192² one) spread over ~17 radii with
+/// fewer tiles each than the GPU holds at once, and in one stream each bucket
+/// waited for the previous one's last blocks. The side streams are forked
+/// from the caller's stream once the output is cleared and joined before
+/// anything reads the output; the bucket kernels only add into it (float or
+/// fixed-point atomics), so their order does not matter, and the
+/// deterministic mode's integer sums stay bitwise the same. One per
+/// superposer, created on its device.
+class BucketDispatch {
  public:
   static constexpr int kStreams = 4;
-  BucketStreams();  ///< on the current device
-  ~BucketStreams();
-  BucketStreams(const BucketStreams&) = delete;
-  BucketStreams& operator=(const BucketStreams&) = delete;
+  BucketDispatch();  ///< on the current device
+  ~BucketDispatch();
+  BucketDispatch(const BucketDispatch&) = delete;
+  BucketDispatch& operator=(const BucketDispatch&) = delete;
 
   /// Every side stream waits for the work queued on `main` so far.
   void fork(cudaStream_t main);
   /// `main` waits for the work queued on every side stream so far.
   void join(cudaStream_t main);
   cudaStream_t stream(int i) const { return streams_[i % kStreams]; }
+  /// Pinned host memory for StackAnalysis::bucket_count (kBucketCountSlots ints).
+  int* counts() const { return counts_; }
 
  private:
   cudaStream_t streams_[kStreams] = {};
   cudaEvent_t forked_ = nullptr;
   cudaEvent_t done_[kStreams] = {};
+  int* counts_ = nullptr;
 };
 
 /// Sets the tile kernels' shared-memory carveout on the current device (once
@@ -144,7 +149,7 @@ struct DispatchCounts {
   bool grouped = false;
 };
 DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
-                                    SeparableScratch& separable_scratch, BucketStreams& buckets, cudaStream_t stream);
+                                    SeparableScratch& separable_scratch, BucketDispatch& buckets, cudaStream_t stream);
 /// The tile scatter with one compile-time radius for every tile of the stack
 /// (the paper's experiment: r_max fixed per launch). radius must be ≥ every
 /// tile radius, 0 … kMaxTileRadiusPx.
@@ -153,7 +158,7 @@ void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStr
 /// host (general bucket: global-atomics scatter), and the separable passes over
 /// the uniform slices as above. Also writes the fixed-point scale.
 DispatchCounts launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a,
-                                               SeparableScratch& separable_scratch, BucketStreams& buckets,
+                                               SeparableScratch& separable_scratch, BucketDispatch& buckets,
                                                cudaStream_t stream);
 /// The register-blocked kernel with one radius for every tile of the stack.
 void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
@@ -163,7 +168,7 @@ void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radi
 /// the general bucket on the global-atomics scatter; the separable passes over
 /// the uniform slices as above. Also writes the fixed-point scale.
 DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
-                                          SeparableScratch& separable_scratch, BucketStreams& buckets,
+                                          SeparableScratch& separable_scratch, BucketDispatch& buckets,
                                           cudaStream_t stream);
 /// How the tensor-core kernel sums a tile's products: fresh accumulators per
 /// source row added in float (the dispatcher's; ≤ 3·10⁻⁶ of max(O)), or one
