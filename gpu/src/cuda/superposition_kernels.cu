@@ -111,6 +111,10 @@ __device__ inline void shared_max_bits(unsigned int* target, float v) { atomicMa
 /// but with every slice settled by the stack's summary, its 53,000 blocks
 /// still took 213 µs (each waited on four summary loads in turn).
 constexpr int kAnalysisBlocksPerTile = 128;
+/// Slices per block where the stack has fewer than kAnalysisBlocksPerTile ×
+/// this: the benchmark's 64 × 512² stack, one slice per block, was read at
+/// 55 % of an H100's DRAM bandwidth (ncu, 111 µs for 201 MB).
+constexpr int kAnalysisSlicesPerBlock = 4;
 
 /// One block per tile column (tx, ty) and blockIdx.z: the listed slices
 /// blockIdx.z, + gridDim.z, … (reset_analysis_kernel's read list): each
@@ -126,21 +130,39 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   __shared__ unsigned int tile_sigma_bits[4];  // min σx, max σx, min σy, max σy
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
   const int listed = *a.read_slice_count;
-  for (int listed_index = blockIdx.z; listed_index < listed; listed_index += gridDim.z) {
-    const int s = a.read_slices[listed_index];
-    // Every load first, then the checks: the checks' atomics would otherwise
-    // hold the next row's loads back.
-    float v[kRowsPerThread], sx[kRowsPerThread], sy[kRowsPerThread];
-    bool inside[kRowsPerThread];
+  // The pixels of slice s, row j of this thread; zeros outside the slice.
+  // Loaded a slice ahead: the next slice's loads are in flight while this
+  // one's checks, barriers and atomics run.
+  float v[kRowsPerThread], sx[kRowsPerThread], sy[kRowsPerThread];
+  float next_v[kRowsPerThread], next_sx[kRowsPerThread], next_sy[kRowsPerThread];
+  const auto load = [&](int slice, float(&value)[kRowsPerThread], float(&sigma_x)[kRowsPerThread],
+                        float(&sigma_y)[kRowsPerThread]) {
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       const int y = ty * kTileRows + threadIdx.y + j * kBlockRows;
-      inside[j] = x < p.cols && y < p.rows;
-      const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
-      v[j] = inside[j] ? p.image[i] : 0.0f;
-      sx[j] = inside[j] ? p.sigma_x[i] : 0.0f;
-      sy[j] = inside[j] ? p.sigma_y[i] : 0.0f;
+      const bool in = x < p.cols && y < p.rows;
+      const std::size_t i = (static_cast<std::size_t>(slice) * p.rows + y) * p.cols + x;
+      value[j] = in ? p.image[i] : 0.0f;
+      sigma_x[j] = in ? p.sigma_x[i] : 0.0f;
+      sigma_y[j] = in ? p.sigma_y[i] : 0.0f;
     }
+  };
+  if (static_cast<int>(blockIdx.z) >= listed) return;
+  int s = a.read_slices[blockIdx.z];
+  load(s, next_v, next_sx, next_sy);
+  for (int listed_index = blockIdx.z; listed_index < listed; listed_index += gridDim.z) {
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      v[j] = next_v[j];
+      sx[j] = next_sx[j];
+      sy[j] = next_sy[j];
+    }
+    const int next_s = listed_index + gridDim.z < listed ? a.read_slices[listed_index + gridDim.z] : -1;
+    if (next_s >= 0) load(next_s, next_v, next_sx, next_sy);
+    bool inside[kRowsPerThread];
+#pragma unroll
+    for (int j = 0; j < kRowsPerThread; ++j)
+      inside[j] = x < p.cols && ty * kTileRows + static_cast<int>(threadIdx.y) + j * kBlockRows < p.rows;
     int radius = -1;
     float largest = 0.0f;
     float sx_min = INFINITY, sx_max = 0.0f, sy_min = INFINITY, sy_max = 0.0f;
@@ -197,6 +219,7 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
     // No third barrier: the leader reads the tile's values, and resets them
     // for the next slice, before that slice's first barrier, which every
     // other thread's atomics on them follow.
+    s = next_s;
   }
 }
 
@@ -699,7 +722,8 @@ void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t s
   PD_CUDA_CHECK_LAUNCH("reset_analysis_kernel");
   // Sized for every slice (the host does not know how many the summary
   // settles); with none to read, each block reads the count and ends.
-  const int blocks_per_tile = std::min(p.slices, kAnalysisBlocksPerTile);
+  const int blocks_per_tile =
+      std::min(kAnalysisBlocksPerTile, (p.slices + kAnalysisSlicesPerBlock - 1) / kAnalysisSlicesPerBlock);
   analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, blocks_per_tile), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
   // Every slice has at least one tile, so tile_count() threads cover the slices too.
