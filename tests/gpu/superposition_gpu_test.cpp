@@ -42,6 +42,19 @@ class GpuSuperposition : public ::testing::TestWithParam<SuperpositionMethod> {
         << "max |gpu - cpu| = " << d.max_abs << " at index " << d.worst_index
         << ", max(cpu) = " << d.reference_max;
   }
+
+  /// Deterministic mode: four runs bitwise the same, and within the tolerance of the oracle.
+  void expect_deterministic_mode_reproducible(const Stack& st) {
+    SuperpositionOptions options;
+    options.deterministic = true;
+    const std::vector<float> first = run(st, options);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const std::vector<float> again = run(st, options);
+      ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)))
+          << st.name << " via " << method_name(GetParam()) << ": run " << repeat + 2 << " differs";
+    }
+    expect_matches_oracle(st, options);
+  }
 };
 
 TEST_P(GpuSuperposition, SizesThatAreNotMultiplesOfTheTile) {
@@ -103,15 +116,7 @@ TEST_P(GpuSuperposition, BatchOfSlicesWithSigmaGrowingWithDepth) {
 
 TEST_P(GpuSuperposition, DeterministicModeIsBitwiseReproducible) {
   const Stack st = testing::random_stack("determinism", 109u, 4, 96, 96, 10, true);
-  SuperpositionOptions options;
-  options.deterministic = true;
-  const std::vector<float> first = run(st, options);
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    const std::vector<float> again = run(st, options);
-    ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)))
-        << "run " << repeat + 2 << " differs";
-  }
-  expect_matches_oracle(st, options);
+  expect_deterministic_mode_reproducible(st);
 }
 
 TEST_P(GpuSuperposition, BucketsOfManyRadiiBesideUniformSlicesInOneStack) {
@@ -139,15 +144,7 @@ TEST_P(GpuSuperposition, BucketsOfManyRadiiBesideUniformSlicesInOneStack) {
     testing::make_slice_uniform(st, s, 0.4f + 1.1f * (s - 16), 0.7f + 0.9f * (s - 16));
   }
   expect_matches_oracle(st);
-  SuperpositionOptions options;
-  options.deterministic = true;
-  const std::vector<float> first = run(st, options);
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    const std::vector<float> again = run(st, options);
-    ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)))
-        << "run " << repeat + 2 << " differs";
-  }
-  expect_matches_oracle(st, options);
+  expect_deterministic_mode_reproducible(st);
 }
 
 TEST_P(GpuSuperposition, RejectsInvalidInputOnTheHostBeforeLaunching) {
