@@ -56,24 +56,31 @@ static_assert(kTableStride % 32 == 4, "fragment loads would conflict");
 static_assert(kTileRows % kChunkRows == 0, "chunks must cover the tile");
 static_assert(kTileCols == 32, "the tile is four 8-pixel groups wide");
 
-/// Sizes for the radius class RB: tiles of radius R ≤ 8·RB. The output region
-/// [x0 − 8RB, x0 + 31 + 8RB] × [y0 − 8RB, y0 + 15 + 8RB] is cut into 16-row ×
+/// Sizes for the radius class kRadius (a multiple of 4): tiles of radius
+/// R ≤ kRadius, RB = ⌈kRadius / 8⌉. The output region [x0 − kRadius,
+/// x0 + 31 + kRadius] × [y0 − 8RB, y0 + 15 + 8RB] is cut into 16-row ×
 /// 8-column blocks (the mma's M × N); warp w owns 16-row block w, all of its
 /// column blocks. Every source row of the tile reaches every 16-row block
-/// (16 + 16RB rows ≥ 2R + 16), so the warps are equally busy.
-template <int RB>
+/// (16 + 16RB rows ≥ 2R + 16), so the warps are equally busy. Classes of
+/// 4 px: at kRadius = 8k + 4 the column blocks start half a block off the
+/// tile's groups, and 8 source pixels reach 2k + 2 of them where the next
+/// class of 8 px would compute 2k + 3 (R ≤ 4: 2 instead of 3, R ≤ 12: 4
+/// instead of 5).
+template <int kRadius>
 struct MmaGeometry {
-  static constexpr int kRadiusMax = 8 * RB;
+  static_assert(kRadius % 4 == 0 && kRadius >= 4, "classes of 4 px");
+  static constexpr int RB = (kRadius + 7) / 8;
+  static constexpr int kRadiusMax = kRadius;
   /// Table entries d = 0 … kRadiusMax, then a zero sentinel that every larger
   /// |d| is clamped to.
   static constexpr int kTableEntries = kRadiusMax + 2;
-  static constexpr int kColumnBlocks = 4 + 2 * RB;
+  static constexpr int kColumnBlocks = 4 + kRadius / 4;
   static constexpr int kRowBlocks = 1 + RB;
   static constexpr int kWarps = kRowBlocks;
   static constexpr int kThreads = 32 * kWarps;
-  /// Column blocks that 8 source pixels x0 + 8G … + 7 reach at R = 8·RB:
-  /// blocks G … G + 2RB (block J starts at x0 − 8RB + 8J).
-  static constexpr int kBand = 2 * RB + 1;
+  /// Column blocks that 8 source pixels x0 + 8G … + 7 reach at R = kRadius:
+  /// blocks G … G + kRadius / 4 (block J starts at x0 − kRadius + 8J).
+  static constexpr int kBand = 1 + kRadius / 4;
   static constexpr int kRegionCols = 8 * kColumnBlocks, kRegionRows = 16 * kRowBlocks;
   static constexpr int kSharedBytes = 2 * kTableEntries * kTableStride * static_cast<int>(sizeof(float));
   /// Source rows per step: they run straight-line into one set of fresh
@@ -159,8 +166,8 @@ class ErfcWalk {
 /// classes keep a loop: unrolled to 32 the kernels grew slower at every
 /// larger class, r_max 32 4.9 → 8.1 ms (docs/benchmarks.md run 22).
 constexpr int kUnrolledTablesMaxRadius = 8;
-/// Radius classes RB up to this one load each thread's next pixel one pass
-/// ahead (below): 3–6 % faster at RB 1–3; at RB 4 (165 registers) 40 %
+/// Classes of RB = ⌈R'/8⌉ up to this one load each thread's next pixel one
+/// pass ahead (below): 3–6 % faster at RB 1–3; at RB 4 (165 registers) 40 %
 /// slower (run 23).
 constexpr int kPrefetchMaxRadiusClass = 3;
 
@@ -237,7 +244,7 @@ __device__ inline void add_quad(float* row, int X, int cols, float4 v) {
 
 // ---------------------------------------------------------------- kernel
 
-/// One block per bucket tile (32 × 16 source pixels) of radius `radius` ≤ 8·RB.
+/// One block per bucket tile (32 × 16 source pixels) of radius `radius` ≤ kRadiusClass.
 ///
 /// As products (M = 16 output rows Y = Yb + m, N = 8 output columns
 /// X = Xb + n, K = 8 source pixels x_k of one row y):
@@ -245,7 +252,7 @@ __device__ inline void add_quad(float* row, int X, int cols, float4 v) {
 /// Per chunk of 8 source rows the block writes, for each pixel, its value ×
 /// vertical weights and its horizontal weights into shared tables [d][pixel];
 /// then warp w, row by row and 8 pixels at a time, multiplies one A fragment
-/// (its 16-row block) by the B fragments of the 2RB + 1 column blocks the
+/// (its 16-row block) by the B fragments of the kBand column blocks the
 /// group reaches. A's table row depends on the lane's g and the source row
 /// only, B's on g − t and the block offset only: every fragment element is one
 /// shared load at a per-lane address plus a compile-time offset, and the
@@ -254,10 +261,11 @@ __device__ inline void add_quad(float* row, int X, int cols, float4 v) {
 /// fresh accumulators that are then added in float (guards against the
 /// tensor cores' accumulation rounding over long chains; measured in
 /// docs/ks-core.md); otherwise one chain over the tile (benchmark only).
-template <int RB, bool kFreshRowSums>
-__global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
+template <int kRadiusClass, bool kFreshRowSums>
+__global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
     scatter_tensor_core_kernel(StackParams p, const int* tile_list, int radius) {
-  using G = MmaGeometry<RB>;
+  using G = MmaGeometry<kRadiusClass>;
+  constexpr int RB = G::RB;
   constexpr int kColumnBlocks = G::kColumnBlocks;
   extern __shared__ float tables[];
   __shared__ unsigned int row_mask[kChunkRows];           // bit i: pixel x0 + i of the row is non-zero
@@ -275,14 +283,15 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
   const int g = lane / 4, t = lane % 4;
   const int block_row0 = y0 - 8 * RB + 16 * warp;  // Yb of this warp's 16-row block
 
-  // B's table offsets per block offset δ = J − RB − G ∈ [−RB, RB] (column block
-  // J, pixel group G): B[t][g] = K(8δ + g − t) of pixel t, B[t+4][g] = K(8δ + g − t − 4) of pixel t + 4.
+  // B's table offsets per band block i = J − G (column block J, pixel group
+  // G), whose columns start δ = 8i − kRadiusClass from the group's first
+  // pixel: B[t][g] = K(δ + g − t) of pixel t, B[t+4][g] = K(δ + g − t − 4) of pixel t + 4.
   int b_offset[G::kBand][2];
 #pragma unroll
   for (int i = 0; i < G::kBand; ++i) {
-    const int delta = i - RB;
-    b_offset[i][0] = table_row<G::kRadiusMax>(8 * delta + g - t) * kTableStride + t;
-    b_offset[i][1] = table_row<G::kRadiusMax>(8 * delta + g - t - 4) * kTableStride + t + 4;
+    const int delta = 8 * i - kRadiusClass;
+    b_offset[i][0] = table_row<G::kRadiusMax>(delta + g - t) * kTableStride + t;
+    b_offset[i][1] = table_row<G::kRadiusMax>(delta + g - t - 4) * kTableStride + t + 4;
   }
 
   float sum[kColumnBlocks][4];
@@ -386,7 +395,7 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
               uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
               split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b0_hi, b0_lo);
               split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b1_hi, b1_lo);
-              float(&c)[4] = acc[group + i];  // column block J = G + RB + δ = G + i
+              float(&c)[4] = acc[group + i];  // column block J = G + i
               // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
               mma_tf32(c, a_lo, b0_hi, b1_hi);
               mma_tf32(c, a_hi, b0_lo, b1_lo);
@@ -417,20 +426,20 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
   // row by row (consecutive lanes, consecutive cells): in float four cells
   // per vector atomic, in fixed point one atomic per non-zero cell inside
   // the slice, as the tile scatter does.
-  float* region = tables;  // [kRegionRows][kRegionCols], origin (x0 − 8RB, y0 − 8RB)
+  float* region = tables;  // [kRegionRows][kRegionCols], origin (x0 − kRadiusClass, y0 − 8RB)
 #pragma unroll
   for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q)
       region[(16 * warp + g + 8 * (q >> 1)) * G::kRegionCols + 8 * j + 2 * t + (q & 1)] = sum[j][q];
   __syncthreads();
-  static_assert(G::kRegionCols % 4 == 0 && (8 * RB) % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
+  static_assert(G::kRegionCols % 4 == 0 && kRadiusClass % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
   if (!p.out_fixed) {
     constexpr int kQuads = G::kRegionCols / 4;
     for (int c = threadIdx.x; c < G::kRegionRows * kQuads; c += G::kThreads) {
       const float4 v = reinterpret_cast<const float4*>(region)[c];
       if (v.x == 0.0f && v.y == 0.0f && v.z == 0.0f && v.w == 0.0f) continue;
-      const int Y = y0 - 8 * RB + c / kQuads, X = x0 - 8 * RB + 4 * (c % kQuads);
+      const int Y = y0 - 8 * RB + c / kQuads, X = x0 - kRadiusClass + 4 * (c % kQuads);
       if (Y < 0 || Y >= p.rows) continue;  // clipped output grid
       add_quad(p.out + s * plane + static_cast<std::size_t>(Y) * p.cols, X, p.cols, v);
     }
@@ -439,41 +448,49 @@ __global__ void __launch_bounds__(MmaGeometry<RB>::kThreads)
   for (int c = threadIdx.x; c < G::kRegionRows * G::kRegionCols; c += G::kThreads) {
     const float v = region[c];
     if (v == 0.0f) continue;
-    const int Y = y0 - 8 * RB + c / G::kRegionCols, X = x0 - 8 * RB + c % G::kRegionCols;
+    const int Y = y0 - 8 * RB + c / G::kRegionCols, X = x0 - kRadiusClass + c % G::kRegionCols;
     if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
     accumulate(p, s * plane + static_cast<std::size_t>(Y) * p.cols + X, v);
   }
 }
 
-template <int RB, bool kFresh>
+template <int kRadiusClass, bool kFresh>
 void configure_radius_class() {
-  const auto kernel = scatter_tensor_core_kernel<RB, kFresh>;
+  const auto kernel = scatter_tensor_core_kernel<kRadiusClass, kFresh>;
   PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     MmaGeometry<RB>::kSharedBytes));
+                                     MmaGeometry<kRadiusClass>::kSharedBytes));
   PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
 }
 
 template <bool kFresh>
 void configure_accumulation() {
-  configure_radius_class<1, kFresh>();
-  configure_radius_class<2, kFresh>();
-  configure_radius_class<3, kFresh>();
   configure_radius_class<4, kFresh>();
+  configure_radius_class<8, kFresh>();
+  configure_radius_class<12, kFresh>();
+  configure_radius_class<16, kFresh>();
+  configure_radius_class<20, kFresh>();
+  configure_radius_class<24, kFresh>();
+  configure_radius_class<28, kFresh>();
+  configure_radius_class<32, kFresh>();
 }
 
 template <bool kFresh>
 void launch_accumulation(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
-  switch ((radius + 7) / 8) {
-#define PD_LAUNCH_CLASS(RB)                                                                                      \
-  case RB:                                                                                                       \
-    scatter_tensor_core_kernel<RB, kFresh>                                                                       \
-        <<<count, MmaGeometry<RB>::kThreads, MmaGeometry<RB>::kSharedBytes, stream>>>(p, tiles, radius);         \
+  switch ((radius + 3) / 4 * 4) {  // the class: the radius rounded up to 4 px
+#define PD_LAUNCH_CLASS(R)                                                                                       \
+  case R:                                                                                                        \
+    scatter_tensor_core_kernel<R, kFresh>                                                                        \
+        <<<count, MmaGeometry<R>::kThreads, MmaGeometry<R>::kSharedBytes, stream>>>(p, tiles, radius);           \
     break;
-    PD_LAUNCH_CLASS(1)
-    PD_LAUNCH_CLASS(2)
-    PD_LAUNCH_CLASS(3)
     PD_LAUNCH_CLASS(4)
+    PD_LAUNCH_CLASS(8)
+    PD_LAUNCH_CLASS(12)
+    PD_LAUNCH_CLASS(16)
+    PD_LAUNCH_CLASS(20)
+    PD_LAUNCH_CLASS(24)
+    PD_LAUNCH_CLASS(28)
+    PD_LAUNCH_CLASS(32)
 #undef PD_LAUNCH_CLASS
   }
 }

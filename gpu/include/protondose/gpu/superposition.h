@@ -103,10 +103,11 @@ inline constexpr int kMaxTileRadiusPx = 32;
 /// kGpuScatterTensorCore's default crossover radius (pixels): buckets of
 /// smaller radius run on the tile scatter (SuperpositionOptions::tensor_core_min_radius_px).
 /// Measured on an H100, 64 × 512², every tile at fixed r (docs/benchmarks.md
-/// run 24, 2026-11-26): tensor cores / tile scatter = 1.35 at r 1, 1.02 at 2,
-/// 0.83 at 3, 0.68 at 4, 0.38 at 8 (the kernel of 2026-11-24: 1.22 at r 4,
-/// 1.01 at 5, 0.82 at 6).
-inline constexpr int kTensorCoreMinRadiusPx = 3;
+/// run 44, 2026-11-26, radius classes of 4 px): tensor cores / tile scatter =
+/// 1.11 at r 1, 0.84 at 2, 0.67 at 3, 0.55 at 4, 0.36 at 8 (run 24, classes
+/// of 8 px: 1.35 at r 1, 1.02 at 2, 0.83 at 3; the kernel of 2026-11-24:
+/// 1.22 at r 4, 1.01 at 5, 0.82 at 6).
+inline constexpr int kTensorCoreMinRadiusPx = 2;
 
 /// Who launches the per-radius grids of the tiled scatter (kGpuScatterTiled).
 /// Measured on an H100 (docs/benchmarks.md), the same tile kernels run about
