@@ -463,36 +463,27 @@ void configure_radius_class() {
                                      cudaSharedmemCarveoutMaxShared));
 }
 
-template <bool kFresh>
+/// The radius classes: kRadiusClassStep, 2·kRadiusClassStep, … kMaxTileRadiusPx.
+constexpr int kRadiusClassStep = 4;
+static_assert(kMaxTileRadiusPx % kRadiusClassStep == 0, "the last class ends at the largest tile radius");
+/// The class of a tile radius (1 … kMaxTileRadiusPx): rounded up to a multiple of the step.
+constexpr int radius_class(int radius) { return (radius + kRadiusClassStep - 1) / kRadiusClassStep * kRadiusClassStep; }
+
+/// Every class's kernel, from kRadiusClass on.
+template <bool kFresh, int kRadiusClass = kRadiusClassStep>
 void configure_accumulation() {
-  configure_radius_class<4, kFresh>();
-  configure_radius_class<8, kFresh>();
-  configure_radius_class<12, kFresh>();
-  configure_radius_class<16, kFresh>();
-  configure_radius_class<20, kFresh>();
-  configure_radius_class<24, kFresh>();
-  configure_radius_class<28, kFresh>();
-  configure_radius_class<32, kFresh>();
+  configure_radius_class<kRadiusClass, kFresh>();
+  if constexpr (kRadiusClass < kMaxTileRadiusPx) configure_accumulation<kFresh, kRadiusClass + kRadiusClassStep>();
 }
 
-template <bool kFresh>
+/// The kernel of radius_class(radius), searched from kRadiusClass on.
+template <bool kFresh, int kRadiusClass = kRadiusClassStep>
 void launch_accumulation(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
-  switch ((radius + 3) / 4 * 4) {  // the class: the radius rounded up to 4 px
-#define PD_LAUNCH_CLASS(R)                                                                                       \
-  case R:                                                                                                        \
-    scatter_tensor_core_kernel<R, kFresh>                                                                        \
-        <<<count, MmaGeometry<R>::kThreads, MmaGeometry<R>::kSharedBytes, stream>>>(p, tiles, radius);           \
-    break;
-    PD_LAUNCH_CLASS(4)
-    PD_LAUNCH_CLASS(8)
-    PD_LAUNCH_CLASS(12)
-    PD_LAUNCH_CLASS(16)
-    PD_LAUNCH_CLASS(20)
-    PD_LAUNCH_CLASS(24)
-    PD_LAUNCH_CLASS(28)
-    PD_LAUNCH_CLASS(32)
-#undef PD_LAUNCH_CLASS
-  }
+  using G = MmaGeometry<kRadiusClass>;
+  if (radius_class(radius) == kRadiusClass)
+    scatter_tensor_core_kernel<kRadiusClass, kFresh><<<count, G::kThreads, G::kSharedBytes, stream>>>(p, tiles, radius);
+  else if constexpr (kRadiusClass < kMaxTileRadiusPx)
+    launch_accumulation<kFresh, kRadiusClass + kRadiusClassStep>(radius, count, tiles, p, stream);
 }
 
 }  // namespace

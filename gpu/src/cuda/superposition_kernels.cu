@@ -779,10 +779,7 @@ ConvolutionParams launch_separable_uniform_slices(const StackParams& p, const St
 template <class LaunchRadius>
 DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, SeparableScratch& separable_scratch,
                                         BucketDispatch& buckets, cudaStream_t stream, LaunchRadius&& launch_radius) {
-  if (p.out_fixed) {  // the deterministic mode's scale (float output needs none)
-    fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
-    PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
-  }
+  launch_fixed_scale(p, a, stream);
   const int* counts = buckets.counts();
   PD_CUDA_CHECK(cudaMemcpyAsync(buckets.counts(), a.bucket_count, kBucketCountSlots * sizeof(int),
                                 cudaMemcpyDeviceToHost, stream));
@@ -812,7 +809,8 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
   int nonempty_buckets = 0;
   for (int bucket = 0; bucket < kBucketCount; ++bucket) nonempty_buckets += counts[bucket] > 0;
   const bool fan_out = nonempty_buckets > 1 || (nonempty_buckets == 1 && dispatched.uniform_slices > 0);
-  if (fan_out) buckets.fork(stream);
+  const int side_streams = std::min(nonempty_buckets, BucketDispatch::kStreams);
+  if (fan_out) buckets.fork(stream, side_streams);
   ConvolutionParams separable;
   if (dispatched.uniform_slices > 0)
     separable = launch_separable_uniform_slices(p, a, dispatched.uniform_slices, counts[kUniformMaxRadiusSlot],
@@ -829,7 +827,7 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
     PD_CUDA_CHECK_LAUNCH("scatter bucket");
     dispatched.scatter_tiles += counts[bucket];
   }
-  if (fan_out) buckets.join(stream);
+  if (fan_out) buckets.join(stream, side_streams);
   // Groups: the uniform slices' column pass sums them, with the scattered
   // slices the buckets above wrote, into each group's plane.
   if (dispatched.uniform_slices > 0 && p.groups.count > 0 && !p.out_fixed) {
@@ -871,13 +869,13 @@ BucketDispatch::~BucketDispatch() {
   if (counts_) cudaFreeHost(counts_);
 }
 
-void BucketDispatch::fork(cudaStream_t main) {
+void BucketDispatch::fork(cudaStream_t main, int used) {
   PD_CUDA_CHECK(cudaEventRecord(forked_, main));
-  for (cudaStream_t side : streams_) PD_CUDA_CHECK(cudaStreamWaitEvent(side, forked_, 0));
+  for (int i = 0; i < std::min(used, kStreams); ++i) PD_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
 }
 
-void BucketDispatch::join(cudaStream_t main) {
-  for (int i = 0; i < kStreams; ++i) {
+void BucketDispatch::join(cudaStream_t main, int used) {
+  for (int i = 0; i < std::min(used, kStreams); ++i) {
     PD_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
     PD_CUDA_CHECK(cudaStreamWaitEvent(main, done_[i], 0));
   }
@@ -916,6 +914,7 @@ void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStr
 }
 
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  if (!p.out_fixed) return;  // float output needs no scale
   fixed_scale_kernel<<<1, 1, 0, stream>>>(a, pixel_count_of(p));
   PD_CUDA_CHECK_LAUNCH("fixed_scale_kernel");
 }

@@ -110,10 +110,10 @@ class BucketDispatch {
   BucketDispatch(const BucketDispatch&) = delete;
   BucketDispatch& operator=(const BucketDispatch&) = delete;
 
-  /// Every side stream waits for the work queued on `main` so far.
-  void fork(cudaStream_t main);
-  /// `main` waits for the work queued on every side stream so far.
-  void join(cudaStream_t main);
+  /// Side streams 0 … used − 1 (at most kStreams) wait for the work queued on `main` so far.
+  void fork(cudaStream_t main, int used);
+  /// `main` waits for the work queued on side streams 0 … used − 1 so far.
+  void join(cudaStream_t main, int used);
   cudaStream_t stream(int i) const { return streams_[i % kStreams]; }
   /// Pinned host memory for StackAnalysis::bucket_count (kBucketCountSlots ints).
   int* counts() const { return counts_; }
@@ -134,12 +134,6 @@ enum class BucketLaunch {
   kFromDevice,  ///< a one-block dispatcher kernel (dynamic parallelism): no host round trip
   kFromHost,    ///< the host reads the bucket sizes back (one round trip per stack)
 };
-/// The shared-memory tile scatter over every non-empty bucket (general bucket:
-/// global-atomics scatter), and the separable passes over the uniform slices
-/// (row-pass intermediate in `separable_scratch`, grown as needed; only with
-/// p.separable_uniform_slices, which needs BucketLaunch::kFromHost). Also
-/// writes the fixed-point scale. Returns the split (zeros when launched from
-/// the device: the host never sees the counts).
 /// What the host-launched paths read back: how the stack was split.
 struct DispatchCounts {
   int uniform_slices = 0;  ///< slices run as separable passes
@@ -148,6 +142,12 @@ struct DispatchCounts {
   /// sums them from p.out (launch_group_sums).
   bool grouped = false;
 };
+/// The shared-memory tile scatter over every non-empty bucket (general bucket:
+/// global-atomics scatter), and the separable passes over the uniform slices
+/// (row-pass intermediate in `separable_scratch`, grown as needed; only with
+/// p.separable_uniform_slices, which needs BucketLaunch::kFromHost). Also
+/// writes the fixed-point scale (deterministic mode). Returns the split
+/// (zeros when launched from the device: the host never sees the counts).
 DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a, BucketLaunch launch,
                                     SeparableScratch& separable_scratch, BucketDispatch& buckets, cudaStream_t stream);
 /// The tile scatter with one compile-time radius for every tile of the stack
@@ -156,7 +156,7 @@ DispatchCounts launch_scatter_tiled(const StackParams& p, const StackAnalysis& a
 void launch_scatter_tiled_fixed_radius(const StackParams& p, int radius, cudaStream_t stream);
 /// The register-blocked scatter over every non-empty bucket, launched from the
 /// host (general bucket: global-atomics scatter), and the separable passes over
-/// the uniform slices as above. Also writes the fixed-point scale.
+/// the uniform slices as above. Also writes the fixed-point scale (deterministic mode).
 DispatchCounts launch_scatter_register_blocked(const StackParams& p, const StackAnalysis& a,
                                                SeparableScratch& separable_scratch, BucketDispatch& buckets,
                                                cudaStream_t stream);
@@ -166,7 +166,7 @@ void launch_scatter_register_blocked_fixed_radius(const StackParams& p, int radi
 /// bucket, launched from the host: bucket radii ≥ min_radius (and ≤
 /// kMaxTileRadiusPx) on the tensor cores, smaller ones on the tile scatter,
 /// the general bucket on the global-atomics scatter; the separable passes over
-/// the uniform slices as above. Also writes the fixed-point scale.
+/// the uniform slices as above. Also writes the fixed-point scale (deterministic mode).
 DispatchCounts launch_scatter_tensor_core(const StackParams& p, const StackAnalysis& a, int min_radius,
                                           SeparableScratch& separable_scratch, BucketDispatch& buckets,
                                           cudaStream_t stream);
@@ -186,7 +186,8 @@ void launch_scatter_tensor_core_fixed_radius(const StackParams& p, int radius, T
 /// current device (once per device; the benchmark's chained variant is
 /// configured at its first launch).
 void prepare_tensor_core_kernels();
-/// Writes the fixed-point scale (deterministic mode) for paths without the dispatcher.
+/// Writes the fixed-point scale for paths without the dispatcher; nothing
+/// without a fixed-point output (p.out_fixed null).
 void launch_fixed_scale(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
 /// Global-atomics scatter, one thread per input pixel, any radius.
 void launch_scatter_atomic(const StackParams& p, cudaStream_t stream);
