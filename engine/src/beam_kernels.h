@@ -17,6 +17,7 @@
 #include "protondose/engine/dose_engine.h"     // kGyPerMevPerGram
 #include "protondose/engine/ray_trace.h"       // kPatientDensityThresholdGcm3
 #include "protondose/gpu/gaussian_kernel.h"  // PROTONDOSE_HOST_DEVICE, gaussian_radius_px
+#include "protondose/gpu/superposition.h"    // SliceBox
 
 namespace protondose::engine::kernels {
 
@@ -772,6 +773,21 @@ PD_HD inline void halo_block_result(const HaloBinning& h, double sum, double wei
   const double sigma_mm = sqrt(weighted_variance / sum);
   *sx_out = static_cast<float>(sigma_mm / px_mm);
   *sy_out = static_cast<float>(sigma_mm / py_mm);
+}
+
+/// The coarse pixels whose fine block (halo_bin_pixel_from_column_bins: rows
+/// and columns [(c − pad)·f, (c − pad)·f + f)) meets a fine slice's box
+/// (SuperpositionInput::slice_box; begin ≥ 0): where the fine slice is zero
+/// outside its box, the coarse slice is zero outside this one. An empty box
+/// gives an empty box.
+PD_HD inline SliceBox coarse_slice_box(const SliceBox& fine, const HaloBinning& h) {
+  SliceBox c;  // empty
+  if (fine.col_begin >= fine.col_end || fine.row_begin >= fine.row_end) return c;
+  c.col_begin = h.pad + fine.col_begin / h.factor;
+  c.col_end = h.pad + (fine.col_end + h.factor - 1) / h.factor;
+  c.row_begin = h.pad + fine.row_begin / h.factor;
+  c.row_end = h.pad + (fine.row_end + h.factor - 1) / h.factor;
+  return c;
 }
 
 /// (Merging the layers of one depth as well, into one coarse slice per depth,

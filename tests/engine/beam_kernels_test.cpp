@@ -564,6 +564,63 @@ TEST(BeamKernels, HaloBinFromColumnSumsEqualsThePixelBinning) {
   EXPECT_GT(non_zero, compared / 3);  // the pad holds a third or so of the coarse pixels
 }
 
+// coarse_slice_box: the halo binning of a fine slice whose shares are zero
+// outside its box is zero outside the coarse box (the GPU then writes those
+// zeros without reading), and not zero anywhere inside it (the box is no
+// larger than the binning needs); an empty box stays empty.
+TEST(BeamKernels, CoarseSliceBoxHoldsExactlyTheCoarsePixelsThatBinShares) {
+  std::mt19937 rng(13u);
+  int boxes = 0;
+  for (int b : {1, 4, 8})
+    for (int multiple : {1, 2})
+      for (int pad : {0, 3})
+        for (int trial = 0; trial < 12; ++trial) {
+          const int fine_cols = 41, fine_rows = 29, f = b * multiple;
+          const k::HaloBinning h{f, pad, fine_cols, fine_rows, (fine_cols + f - 1) / f + 2 * pad,
+                                 (fine_rows + f - 1) / f + 2 * pad, b};
+          std::uniform_int_distribution<int> col(0, fine_cols), row(0, fine_rows);
+          // Ordered ends but every sixth box, which is inverted or empty.
+          const int c0 = col(rng), c1 = col(rng), r0 = row(rng), r1 = row(rng);
+          const bool ordered = trial % 6 != 0;
+          protondose::SliceBox fine;
+          fine.col_begin = ordered ? std::min(c0, c1) : std::max(c0, c1);
+          fine.col_end = ordered ? std::max(c0, c1) : std::min(c0, c1);
+          fine.row_begin = std::min(r0, r1);
+          fine.row_end = std::max(r0, r1);
+          // Column sums of shares > 0 on every fine pixel of the box, 0 elsewhere.
+          const int bins_per_row = (fine_cols + b - 1) / b;
+          std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
+          for (int r = fine.row_begin; r < fine.row_end; ++r)
+            for (int c = fine.col_begin; c < fine.col_end; ++c) {
+              sum[static_cast<std::size_t>(r) * bins_per_row + c / b] += 1.0;
+              weighted[static_cast<std::size_t>(r) * bins_per_row + c / b] += 40.0;
+            }
+          const protondose::SliceBox coarse = k::coarse_slice_box(fine, h);
+          const bool empty = fine.col_begin >= fine.col_end || fine.row_begin >= fine.row_end;
+          if (empty) {
+            EXPECT_TRUE(coarse.col_begin >= coarse.col_end || coarse.row_begin >= coarse.row_end);
+            continue;
+          }
+          ++boxes;
+          for (int cr = 0; cr < h.rows; ++cr)
+            for (int cc = 0; cc < h.cols; ++cc) {
+              float image, sx, sy;
+              k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
+              const bool inside = cc >= coarse.col_begin && cc < coarse.col_end && cr >= coarse.row_begin &&
+                                  cr < coarse.row_end;
+              ASSERT_EQ(inside, image > 0.0f)
+                  << "bin " << b << ", f " << f << ", pad " << pad << ", fine box cols [" << fine.col_begin << ", "
+                  << fine.col_end << ") rows [" << fine.row_begin << ", " << fine.row_end << "), coarse (" << cr
+                  << ", " << cc << ")";
+              if (!inside) {
+                EXPECT_EQ(sx, 0.0f);
+                EXPECT_EQ(sy, 0.0f);
+              }
+            }
+        }
+  EXPECT_GT(boxes, 90);
+}
+
 // Where every share has the same variance (water, a parallel beam), the
 // coarse pixels' σ must be bitwise that of the pixel binning, or the halo
 // slice stops being uniform and loses its separable passes.

@@ -116,20 +116,7 @@ Outcome run(SuperpositionMethod method, const SuperpositionOptions& options, con
   return out;
 }
 
-struct Variant {
-  SuperpositionMethod method;
-  bool deterministic;
-  TileDispatch dispatch;
-};
-
-std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  std::string name = method_name(info.param.method);
-  if (info.param.deterministic) name += "-deterministic";
-  if (info.param.dispatch == TileDispatch::kFromDevice) name += "-device-dispatch";
-  for (char& c : name)
-    if (c == '-') c = '_';
-  return name;
-}
+using Variant = testing::MethodVariant;
 
 class SliceSummary : public ::testing::TestWithParam<Variant> {
  protected:
@@ -213,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{SuperpositionMethod::kGpuScatterRegisterBlocked, false, TileDispatch::kFromHost},
                       Variant{SuperpositionMethod::kGpuScatterAtomic, false, TileDispatch::kFromHost},
                       Variant{SuperpositionMethod::kGpuGatherExact, false, TileDispatch::kFromHost}),
-    variant_name);
+    testing::method_variant_name<::testing::TestParamInfo<Variant>>);
 
 TEST(SliceSummaryContract, ASettledSliceIsNotRead) {
   if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";

@@ -82,6 +82,25 @@ Difference compare(const std::vector<A>& test, const std::vector<B>& reference) 
   return d;
 }
 
+/// A GPU method with the options that change its paths: the parameter of
+/// the suites that run every method and mode (slice summary, slice boxes).
+struct MethodVariant {
+  SuperpositionMethod method;
+  bool deterministic;
+  TileDispatch dispatch;
+};
+
+/// gtest name of a MethodVariant: "gpu_scatter_tiled_deterministic_device_dispatch".
+template <class ParamInfo>
+std::string method_variant_name(const ParamInfo& info) {
+  std::string name = method_name(info.param.method);
+  if (info.param.deterministic) name += "-deterministic";
+  if (info.param.dispatch == TileDispatch::kFromDevice) name += "-device-dispatch";
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
 /// gtest name of a parameterised method: "gpu-scatter-tiled" → "gpu_scatter_tiled".
 template <class ParamInfo>
 std::string method_test_name(const ParamInfo& info) {

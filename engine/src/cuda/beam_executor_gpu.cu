@@ -325,6 +325,31 @@ struct LayerRayLayout {
   }
 };
 
+/// Where a layer's spot fluence may be non-zero: the union of its spots'
+/// boxes (SpotBox), gathered by spot_boxes_kernel's atomics.
+/// Stored so that a zeroed buffer is the empty box: INT_MAX − begin and end,
+/// both raised by atomicMax.
+struct FluenceBoxSum {
+  int col_begin_complement, col_end, row_begin_complement, row_end;
+
+  /// Adds the box [x_lo, x_hi] × [y_lo, y_hi] (inclusive, ≥ 0).
+  __device__ void add(int x_lo, int x_hi, int y_lo, int y_hi) {
+    atomicMax(&col_begin_complement, INT_MAX - x_lo);
+    atomicMax(&col_end, x_hi + 1);
+    atomicMax(&row_begin_complement, INT_MAX - y_lo);
+    atomicMax(&row_end, y_hi + 1);
+  }
+  /// As the superposer takes it (begin > end where no spot added a box).
+  __device__ SliceBox box() const {
+    SliceBox b;
+    b.col_begin = INT_MAX - col_begin_complement;
+    b.col_end = col_end;
+    b.row_begin = INT_MAX - row_begin_complement;
+    b.row_end = row_end;
+    return b;
+  }
+};
+
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
@@ -340,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
                              double* halo_share_sum, double* halo_weighted_sum,
                              const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
-                             std::size_t stack_slices) {
+                             std::size_t stack_slices, const FluenceBoxSum* fluence_boxes, SliceBox* slice_boxes) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
@@ -359,6 +384,12 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   for (unsigned w = threadIdx.x; w < sizeof L / sizeof(unsigned); w += blockDim.x)
     reinterpret_cast<unsigned*>(&L)[w] = reinterpret_cast<const unsigned*>(layers + blockIdx.x)[w];
   __syncthreads();
+  // Every slice of the layer is zero outside its fluence's box (a ray
+  // without protons stores zeros): the superposer's SliceBox of each.
+  if (blockIdx.y == 0) {
+    const SliceBox box = fluence_boxes[blockIdx.x].box();
+    for (int k = threadIdx.x; k < L.slices; k += blockDim.x) slice_boxes[L.stack_offset + k] = box;
+  }
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
   // Every thread of a warp runs the ray loop, those off the grid too (the
@@ -404,34 +435,69 @@ struct DeviceSpot {
   int layer;  ///< the beam's layer (HostLayerTables::beam_layer)
 };
 
+/// A spot's box of rays, [x_lo, x_hi] × [y_lo, y_hi] (kernels::spot_axis_range
+/// with its layer's σ); false where it spreads nothing (an empty box, or no
+/// protons). The spots are those of a group of layers whose first is the
+/// beam's layer `first_layer`; σ is indexed within the group.
+struct SpotBox {
+  int layer;  ///< within the group
+  int x_lo, x_hi, y_lo, y_hi;
+  double sx, sy;  ///< the layer's spreading σ (px)
+  __device__ bool find(const DeviceSpot& sp, int first_layer, const double* sigma_px, double cutoff_sigmas, int cols,
+                       int rows) {
+    layer = sp.layer - first_layer;
+    sx = sigma_px[2 * layer];
+    sy = sigma_px[2 * layer + 1];
+    kernels::spot_axis_range(sp.col_px, sx, cutoff_sigmas, cols, &x_lo, &x_hi);
+    kernels::spot_axis_range(sp.row_px, sy, cutoff_sigmas, rows, &y_lo, &y_hi);
+    return x_hi >= x_lo && y_hi >= y_lo && sp.protons > 0;
+  }
+};
+
 /// One block per spot: its protons spread over the box of rays it reaches,
 /// with the weights and the product order of spot_fluence.cpp. The spot's
 /// column and row weights (two double erf each) are computed once into shared
 /// memory, not per cell: per cell they were four erf for one product (0.33 ms
 /// for the water cube's 21,780 spots on an H100, ncu).
-/// The spots are those of the group's layers, whose first is the beam's
-/// layer `first_layer`; σ and fluence planes are indexed within the group.
+/// The spots are those of the group's layers (SpotBox); fluence planes are
+/// indexed within the group.
 __global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const double* sigma_px /* [layer][2] */,
                               double cutoff_sigmas, int cols, int rows, double* fluence) {
   extern __shared__ double axis_weights[];  // [box width] column weights, then [box height] protons × row weights
   const DeviceSpot sp = spots[blockIdx.x];
-  const int layer = sp.layer - first_layer;
-  const double sx = sigma_px[2 * layer], sy = sigma_px[2 * layer + 1];
-  int x_lo, x_hi, y_lo, y_hi;
-  kernels::spot_axis_range(sp.col_px, sx, cutoff_sigmas, cols, &x_lo, &x_hi);
-  kernels::spot_axis_range(sp.row_px, sy, cutoff_sigmas, rows, &y_lo, &y_hi);
-  const int w = x_hi - x_lo + 1, h = y_hi - y_lo + 1;
-  if (w <= 0 || h <= 0 || !(sp.protons > 0)) return;
+  SpotBox b;
+  if (!b.find(sp, first_layer, sigma_px, cutoff_sigmas, cols, rows)) return;
+  const int w = b.x_hi - b.x_lo + 1, h = b.y_hi - b.y_lo + 1;
   double* wx = axis_weights;
   double* py = axis_weights + w;
-  for (int i = threadIdx.x; i < w; i += blockDim.x) wx[i] = kernels::spot_axis_weight(x_lo + i, sp.col_px, sx);
-  for (int i = threadIdx.x; i < h; i += blockDim.x) py[i] = sp.protons * kernels::spot_axis_weight(y_lo + i, sp.row_px, sy);
+  for (int i = threadIdx.x; i < w; i += blockDim.x) wx[i] = kernels::spot_axis_weight(b.x_lo + i, sp.col_px, b.sx);
+  for (int i = threadIdx.x; i < h; i += blockDim.x)
+    py[i] = sp.protons * kernels::spot_axis_weight(b.y_lo + i, sp.row_px, b.sy);
   __syncthreads();
-  double* plane = fluence + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cols) * rows;
+  double* plane = fluence + static_cast<std::size_t>(b.layer) * static_cast<std::size_t>(cols) * rows;
   for (int cell = threadIdx.x; cell < w * h; cell += blockDim.x) {
     const int r = cell / w, c = cell % w;
-    atomicAdd(&plane[static_cast<std::size_t>(y_lo + r) * cols + x_lo + c], py[r] * wx[c]);
+    atomicAdd(&plane[static_cast<std::size_t>(b.y_lo + r) * cols + b.x_lo + c], py[r] * wx[c]);
   }
+}
+
+/// Each layer's FluenceBoxSum, from its spots' boxes (SpotBox), one thread
+/// per spot: the lanes of a warp with the same layer (the spots come layer
+/// by layer) reduce their boxes, and one lane adds them. In the spreading,
+/// an atomic per spot and field (1,089 on each of the water cube's
+/// addresses) took it from 71 to 136–162 µs (H100); here ~30 per address.
+__global__ void spot_boxes_kernel(const DeviceSpot* spots, unsigned count, int first_layer, const double* sigma_px,
+                                  double cutoff_sigmas, int cols, int rows, FluenceBoxSum* boxes) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  SpotBox b;
+  const bool spreads = i < count && b.find(spots[i], first_layer, sigma_px, cutoff_sigmas, cols, rows);
+  const int layer = spreads ? b.layer : -1;
+  const unsigned same = __match_any_sync(0xffffffffu, layer);
+  const int x_lo = __reduce_min_sync(same, spreads ? b.x_lo : INT_MAX);
+  const int x_hi = __reduce_max_sync(same, spreads ? b.x_hi : -1);
+  const int y_lo = __reduce_min_sync(same, spreads ? b.y_lo : INT_MAX);
+  const int y_hi = __reduce_max_sync(same, spreads ? b.y_hi : -1);
+  if (spreads && static_cast<int>(threadIdx.x % 32) == __ffs(same) - 1) boxes[layer].add(x_lo, x_hi, y_lo, y_hi);
 }
 
 /// One thread per coarse pixel of the halo stack, from the layer kernel's
@@ -442,19 +508,25 @@ __global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const do
 /// It also writes the coarse stack's slice summary (SliceSummaryWriter, as
 /// the layer kernel does for the core's stack), so that the halo's
 /// superposition need not read the stack to find its uniform slices (its
-/// analysis: 56 µs on the water cube, H200).
+/// analysis: 56 µs on the water cube, H200); and, from the fine stack's
+/// boxes, the coarse slices' (kernels::coarse_slice_box).
 __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels::VoxelIndexer pixels,
                                 const int* depth_slice, std::size_t stack_slices, const double* share_sum,
                                 const double* weighted_sum, float* image, float* sx, float* sy,
-                                unsigned long long* slice_summary) {
+                                unsigned long long* slice_summary, const SliceBox* fine_boxes,
+                                SliceBox* coarse_boxes) {
   const std::size_t hplane = hg.plane();
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= hplane * stack_slices) return;
+  if (p < stack_slices) coarse_boxes[p] = kernels::coarse_slice_box(fine_boxes[p], h);  // hplane ≥ 1
   int coarse_col, coarse_row, st;
   pixels.split(p, &coarse_col, &coarse_row, &st);
-  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  // Zeros, without reading the column sums, in the pad and outside the
+  // slice's box (its fine block holds no share: halo_block_result's zeros).
+  const SliceBox box = kernels::coarse_slice_box(fine_boxes[st], h);
   float value = 0.0f, sigma_x = 0.0f, sigma_y = 0.0f;
-  if (r0 >= 0 && c0 >= 0 && r0 < h.fine_rows && c0 < h.fine_cols) {  // else the pad: zeros
+  if (coarse_col >= box.col_begin && coarse_col < box.col_end && coarse_row >= box.row_begin &&
+      coarse_row < box.row_end) {
     const double d = hg.depth_mm(depth_slice[st]);
     const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
     const std::size_t bin_plane = static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) *
@@ -756,6 +828,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload_seed(sums_.get(), &pinned_->layer_seed, sizeof(LayerSums));
     auto* d = reinterpret_cast<LayerSums*>(sums_.get());
     slice_summary_.reserve(kSliceSummaryFields * stack_slices);
+    slice_boxes_.reserve(std::max<std::size_t>(stack_slices, 1));
     summary_slices_ = stack_slices;
     if (stack_slices > 0) {  // a grid of no blocks is a launch error
       reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices);
@@ -766,7 +839,8 @@ class GpuBeamExecutor final : public BeamExecutor {
       kernel<<<layer_grid, kThreads, 0, stream_>>>(s, layout, halo ? halo_share_sum_.get() : nullptr,
                                                    halo ? halo_weighted_sum_.get() : nullptr, device_layers_.get(),
                                                    &d->energy, &d->overshoot, &d->max_variance_bits,
-                                                   slice_summary_.get(), stack_slices);
+                                                   slice_summary_.get(), stack_slices, fluence_boxes_.get(),
+                                                   slice_boxes_.get());
     };
     const auto launch_for_bin = [&](auto index_type) {
       using Index = decltype(index_type);
@@ -819,7 +893,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.sigma_y_px = {sigma_y_.get(), n};
     // The layer kernel's summary of this stack: the superposer's analysis
     // then reads only the slices it leaves open.
-    if (summary_slices_ == stack_slices) in.slice_summary = slice_summary_.get();
+    // And its slices' boxes: the analysis and the separable passes read
+    // nothing outside the layers' spot fluence (on the water cube, 57 % of
+    // the stack's pixels are inside).
+    if (summary_slices_ == stack_slices) {
+      in.slice_summary = slice_summary_.get();
+      in.slice_box = slice_boxes_.get();
+    }
     in.groups = {bev_slices, group_begin_.get(), group_members_.get(), bev_.get()};
     superposer_.superpose_device(in, stack_out_.get());  // stack_out_: the superposer's scratch
     return static_cast<std::size_t>(superposer_.last_split().separable_slices);
@@ -947,13 +1027,14 @@ class GpuBeamExecutor final : public BeamExecutor {
     float* image = halo_in_.get();
     if (n == 0) return;  // a grid of no blocks is a launch error
     halo_slice_summary_.reserve(kSliceSummaryFields * stack_slices);
+    halo_slice_boxes_.reserve(stack_slices);
     reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, halo_stream_>>>(halo_slice_summary_.get(),
                                                                                        stack_slices);
     PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel (halo)");
     halo_bin_kernel<<<blocks_for(n), kThreads, 0, halo_stream_>>>(
         h, hg, kernels::VoxelIndexer(hg.cols, hg.rows, static_cast<int>(stack_slices)), depth_slice_.get(),
         stack_slices, halo_share_sum_.get(), halo_weighted_sum_.get(), image, image + n, image + 2 * n,
-        halo_slice_summary_.get());
+        halo_slice_summary_.get(), slice_boxes_.get(), halo_slice_boxes_.get());
     PD_CUDA_CHECK_LAUNCH("halo_bin_kernel");
   }
 
@@ -985,6 +1066,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     in.sigma_x_px = {image + n, n};
     in.sigma_y_px = {image + 2 * n, n};
     in.slice_summary = halo_slice_summary_.get();  // bin_halo's
+    in.slice_box = halo_slice_boxes_.get();         // bin_halo's, from the layer kernel's
     // The core's groups (stage_stack_groups; read only, by both superposers).
     in.groups = {hg.slices, group_begin_.get(), group_members_.get(), halo_bev_.get()};
     halo_superposer_.superpose_device(in, halo_stack_out_.get());  // returns with it done
@@ -1324,6 +1406,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     upload(spread_sigma_, sigma_px, 2 * layers.size(), stream_);
     zero(fluence_, layers.size() * g.plane(), stream_);
+    zero(fluence_boxes_, layers.size(), stream_);  // the empty box (FluenceBoxSum)
     if (spot_count > 0) {
       // Shared memory for the widest box of any layer (clipped to the grid).
       int box_cols = 1, box_rows = 1;
@@ -1341,6 +1424,10 @@ class GpuBeamExecutor final : public BeamExecutor {
           spots_.get() + spot_begin, static_cast<int>(first_layer), spread_sigma_.get(), cutoff_sigmas, g.cols, g.rows,
           fluence_.get());
       PD_CUDA_CHECK_LAUNCH("spread_kernel");
+      spot_boxes_kernel<<<blocks_for(spot_count), kThreads, 0, stream_>>>(
+          spots_.get() + spot_begin, static_cast<unsigned>(spot_count), static_cast<int>(first_layer),
+          spread_sigma_.get(), cutoff_sigmas, g.cols, g.rows, fluence_boxes_.get());
+      PD_CUDA_CHECK_LAUNCH("spot_boxes_kernel");
     }
   }
 
@@ -1452,6 +1539,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<char> sums_;
   DeviceBuffer<DeviceSpot> spots_;
   DeviceBuffer<double> spread_sigma_, fluence_;
+  DeviceBuffer<FluenceBoxSum> fluence_boxes_;  ///< [layer of the group] (spread_kernel)
+  /// The stack's and the coarse halo stack's SliceBoxes (layer_kernel, halo_bin_kernel).
+  DeviceBuffer<SliceBox> slice_boxes_, halo_slice_boxes_;
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
   cudaStream_t stream_ = nullptr;  ///< every copy and kernel of the executor (the superposer has its own)
   cudaStream_t halo_stream_ = nullptr;  ///< the halo's (run_halo), alongside the stack's superposition

@@ -97,16 +97,22 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
   const int R = p.radius_x[k], taps = row_taps(R);
   const int x0 = blockIdx.x * tile.cols, y0 = blockIdx.y * tile.rows;
   const int rows = min(tile.rows, p.rows - y0), stride = row_stride_floats(tile.cols, p.max_radius);
+  // The block's rows in the slice's box, [r_begin, r_end); the rows outside
+  // it stay unwritten (the column pass reads zeros for them).
+  const SliceBox box = clipped_slice_box(p.slice_box, s, p.rows, p.cols);
+  const int r_begin = max(0, box.row_begin - y0), r_end = min(rows, box.row_end - y0);
+  if (r_begin >= r_end) return;
   float* weights = reinterpret_cast<float*>(row_smem);     // taps: wx[|u − R|], 0 beyond 2R
   float* segments = weights + row_taps(p.max_radius);      // rows × stride: in[y0 + r][x0 − R + i]
   for (int u = threadIdx.x; u < taps; u += kRowThreads)
     weights[u] = u <= 2 * R ? p.weights_x[k * (p.max_radius + 1) + abs(u - R)] : 0.0f;
   // One team of threads per row (a warp each from 8 rows up), each thread with
   // kLoadBatch loads in flight: issued before their stores (a guarded load and
-  // store after another measured latency-bound). Samples outside [0, cols) are 0.
-  const int teams = min(rows, kRowThreads / 32), team = kRowThreads / teams, length = tile.cols + taps;
-  const unsigned x_end = min(p.cols, x0 - R + length);
-  for (int r = threadIdx.x / team; r < rows; r += teams) {
+  // store after another measured latency-bound). Samples outside the box's
+  // columns (and so outside [0, cols)) are 0.
+  const int teams = min(r_end - r_begin, kRowThreads / 32), team = kRowThreads / teams, length = tile.cols + taps;
+  const int x_end = max(box.col_begin, min(box.col_end, x0 - R + length));
+  for (int r = r_begin + threadIdx.x / team; r < r_end; r += teams) {
     const float* row_in = in + (static_cast<std::size_t>(s) * p.rows + y0 + r) * p.cols;
     float* segment = segments + r * stride;
     for (int i0 = threadIdx.x % team; i0 < length; i0 += kLoadBatch * team) {
@@ -114,7 +120,7 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
 #pragma unroll
       for (int b = 0; b < kLoadBatch; ++b) {
         const int x = x0 - R + i0 + b * team;
-        v[b] = static_cast<unsigned>(x) < x_end ? row_in[x] : 0.0f;
+        v[b] = in_range(x, box.col_begin, x_end) ? row_in[x] : 0.0f;
       }
 #pragma unroll
       for (int b = 0; b < kLoadBatch; ++b)
@@ -125,7 +131,7 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
   // Items (row r, group g of 4 outputs), kRowThreads apart: stepped without a division each.
   const int groups = tile.cols / kRowOutputs, step_r = kRowThreads / groups, step_g = kRowThreads % groups;
   const bool aligned = p.cols % 4 == 0 && reinterpret_cast<std::uintptr_t>(out) % sizeof(float4) == 0;
-  for (int r = threadIdx.x / groups, g = threadIdx.x % groups; r < rows;) {
+  for (int r = r_begin + threadIdx.x / groups, g = threadIdx.x % groups; r < r_end;) {
     const int x = x0 + g * kRowOutputs;
     if (x < p.cols) {
       const float4* samples = reinterpret_cast<const float4*>(segments + r * stride) + g;
@@ -156,19 +162,22 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
 /// The column passes' shared memory for one slice (entry k of the params,
 /// radius R): its weights wy[|u − R|] and the tile's column `x` with an
 /// apron of R rows (whole 8-row blocks), zeros outside the plane.
-__device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, int R, int rows, int y0, int x,
-                                                 bool inside, const float* in, float* weights, float* tile) {
+/// Rows outside the slice's box (s: its stack slice) are zeros: the row pass
+/// left them unwritten.
+__device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, int s, int R, int rows, int y0,
+                                                 int x, bool inside, const float* in, float* weights, float* tile) {
   const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
   for (int u = tid; u <= 2 * R; u += kColumnTileCols * kColumnThreadRows)
     weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
+  const SliceBox box = clipped_slice_box(p.slice_box, s, p.rows, p.cols);
   // The rows that the tile's threads read: whole 8-row blocks and the apron.
   const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
   const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
 #pragma unroll 8
   for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
-    const unsigned y = y0 - R + r;  // < rows: inside the plane
+    const int y = y0 - R + r;
     tile[r * kColumnTileCols + threadIdx.x] =
-        inside && y < static_cast<unsigned>(p.rows) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
+        inside && in_range(y, box.row_begin, box.row_end) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
   }
 }
 
@@ -212,7 +221,7 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
   float* weights = smem;                      // 2R + 1: wy[|u − R|]
   float* tile = smem + 2 * p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
   const bool inside = x < p.cols;
-  load_column_tile(p, k, R, rows, y0, x, inside, in, weights, tile);
+  load_column_tile(p, k, s, R, rows, y0, x, inside, in, weights, tile);
   __syncthreads();
   if (!inside) return;
   const double scale = p.out_fixed ? *p.fixed_scale : 0.0;
@@ -288,7 +297,7 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
     }
     const int R = p.radius_y[k];
     __syncthreads();  // the previous member's tile is no longer read
-    load_column_tile(p, k, R, rows, y0, x, inside, in, weights, tile);
+    load_column_tile(p, k, s, R, rows, y0, x, inside, in, weights, tile);
     __syncthreads();
     if (!inside) continue;
 #pragma unroll 1

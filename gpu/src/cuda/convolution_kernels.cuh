@@ -23,11 +23,34 @@ struct ConvolutionParams {
   /// pass's intermediate are indexed by k, and `slices` counts the entries.
   /// Null: entry k is slice k.
   const int* slice_of = nullptr;
+  /// SuperpositionInput::slice_box, indexed by stack slice (slice_of[k]);
+  /// null: every pixel may be non-zero. The passes read no input outside a
+  /// slice's box and leave the row pass's intermediate unwritten in the rows
+  /// outside it (the column pass reads zeros there instead).
+  const SliceBox* slice_box = nullptr;
   /// Deterministic superposition: the column pass stores fixed-point values
   /// (to_fixed) here instead of floats in `out`.
   unsigned long long* out_fixed = nullptr;
   const double* fixed_scale = nullptr;
 };
+
+/// Slice s's box clipped to a rows × cols slice, begin ≤ end on both axes
+/// (SuperpositionInput::slice_box); the whole slice where there are no boxes.
+__device__ inline SliceBox clipped_slice_box(const SliceBox* boxes, int s, int rows, int cols) {
+  if (!boxes) return {0, cols, 0, rows};
+  const SliceBox b = boxes[s];
+  SliceBox c;
+  c.col_begin = min(max(b.col_begin, 0), cols);
+  c.col_end = max(min(b.col_end, cols), c.col_begin);
+  c.row_begin = min(max(b.row_begin, 0), rows);
+  c.row_end = max(min(b.row_end, rows), c.row_begin);
+  return c;
+}
+
+/// v in [begin, end), for begin ≤ end (one unsigned comparison).
+__device__ inline bool in_range(int v, int begin, int end) {
+  return static_cast<unsigned>(v - begin) < static_cast<unsigned>(end - begin);
+}
 
 /// Fixed-point value of a non-negative float in the superposition's
 /// deterministic mode (scale: a power of two, superposition_kernels.cu).

@@ -126,6 +126,7 @@ struct DeviceSuperposer::Impl {
                                options.tile_dispatch == TileDispatch::kFromHost);
     p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
     p.slice_summary = in.slice_summary;
+    p.slice_box = in.slice_box;
     if (in.groups.count < 0 ||
         (in.groups.count > 0 && (!in.groups.member_begin || !in.groups.member_slices || !in.groups.out)))
       throw InputError("superposition: slice groups need their offsets, member slices and output (device arrays)");

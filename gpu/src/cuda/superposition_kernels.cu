@@ -130,17 +130,20 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   __shared__ unsigned int tile_sigma_bits[4];  // min σx, max σx, min σy, max σy
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0;
   const int listed = *a.read_slice_count;
-  // The pixels of slice s, row j of this thread; zeros outside the slice.
+  // The pixels of slice s, row j of this thread; zeros outside the slice's
+  // box (SuperpositionInput::slice_box: zeros there by the producer's word).
   // Loaded a slice ahead: the next slice's loads are in flight while this
   // one's checks, barriers and atomics run.
   float v[kRowsPerThread], sx[kRowsPerThread], sy[kRowsPerThread];
   float next_v[kRowsPerThread], next_sx[kRowsPerThread], next_sy[kRowsPerThread];
   const auto load = [&](int slice, float(&value)[kRowsPerThread], float(&sigma_x)[kRowsPerThread],
                         float(&sigma_y)[kRowsPerThread]) {
+    const SliceBox box = clipped_slice_box(p.slice_box, slice, p.rows, p.cols);
+    const bool column_in = in_range(x, box.col_begin, box.col_end);
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
       const int y = ty * kTileRows + threadIdx.y + j * kBlockRows;
-      const bool in = x < p.cols && y < p.rows;
+      const bool in = column_in && in_range(y, box.row_begin, box.row_end);
       const std::size_t i = (static_cast<std::size_t>(slice) * p.rows + y) * p.cols + x;
       value[j] = in ? p.image[i] : 0.0f;
       sigma_x[j] = in ? p.sigma_x[i] : 0.0f;
@@ -759,6 +762,7 @@ ConvolutionParams launch_separable_uniform_slices(const StackParams& p, const St
   c.weights_x = scratch.weights.get();
   c.weights_y = scratch.weights.get() + n * stride;
   c.slice_of = a.uniform_slices;
+  c.slice_box = p.slice_box;
   c.out_fixed = p.out_fixed;
   c.fixed_scale = p.fixed_scale;
   uniform_slice_weights_kernel<<<count, 128, 0, stream>>>(p, a, stride, scratch.radii.get(), scratch.radii.get() + n,

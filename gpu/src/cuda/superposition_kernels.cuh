@@ -44,6 +44,8 @@ struct StackParams {
   bool separable_uniform_slices = false;
   /// SuperpositionInput::slice_summary (null: every slice analysed).
   const unsigned long long* slice_summary = nullptr;
+  /// SuperpositionInput::slice_box (null: none).
+  const SliceBox* slice_box = nullptr;
   /// SuperpositionInput::groups (count 0: none).
   SuperpositionInput::SliceGroups groups;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }

@@ -50,6 +50,14 @@ struct ConstFloatSpan {
   std::size_t size = 0;
 };
 
+/// Where a slice may hold non-zero pixels: columns [col_begin, col_end) ×
+/// rows [row_begin, row_end) (SuperpositionInput::slice_box). Clipped to the
+/// slice; begin ≥ end on either axis: an all-zero slice.
+struct SliceBox {
+  int col_begin = 0, col_end = 0;
+  int row_begin = 0, row_end = 0;
+};
+
 /// Input of one superposition: image ≥ 0 and per-pixel Gaussian widths in pixel
 /// units along x (cols) and y (rows), each shape.pixel_count() long.
 struct SuperpositionInput {
@@ -73,6 +81,18 @@ struct SuperpositionInput {
   /// Superposer::superpose (host arrays) ignores it: it copies only the three
   /// arrays to the device.
   const unsigned long long* slice_summary = nullptr;
+  /// Optional, device calls only: one SliceBox per slice (device memory),
+  /// the producer's promise that every pixel of the slice outside its box
+  /// has image 0 (and valid σ, as everywhere: the scatter reads them in
+  /// tiles that cross the box's edge). The engine's boxes are the layers'
+  /// spot-fluence footprints, inside a margin of n_σ·σ that the grid keeps
+  /// around them. The analysis and the separable passes then read no pixel
+  /// outside the box; the result is bitwise what it is without boxes
+  /// (tests/gpu/slice_box_gpu_test.cpp). A wrong promise gives a wrong
+  /// result, and an invalid pixel outside the box goes unreported: checking
+  /// would read what the box spares.
+  /// Superposer::superpose (host arrays) ignores it.
+  const SliceBox* slice_box = nullptr;
   /// Optional, device calls only: the output's slices summed in groups, for
   /// a caller that adds slices together anyway (the engine: the layers'
   /// slices at each depth). Group g's plane, out[g], gets the output slices
