@@ -521,12 +521,12 @@ __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels:
   if (p < stack_slices) coarse_boxes[p] = kernels::coarse_slice_box(fine_boxes[p], h);  // hplane ≥ 1
   int coarse_col, coarse_row, st;
   pixels.split(p, &coarse_col, &coarse_row, &st);
-  // Zeros, without reading the column sums, in the pad and outside the
-  // slice's box (its fine block holds no share: halo_block_result's zeros).
-  const SliceBox box = kernels::coarse_slice_box(fine_boxes[st], h);
+  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
   float value = 0.0f, sigma_x = 0.0f, sigma_y = 0.0f;
-  if (coarse_col >= box.col_begin && coarse_col < box.col_end && coarse_row >= box.row_begin &&
-      coarse_row < box.row_end) {
+  // (Zeros without reading the column sums outside the slice's box too, not
+  // only in the pad: 155 µs either way on the water cube, H100; 184 with the
+  // box tested first, for every pixel.)
+  if (r0 >= 0 && c0 >= 0 && r0 < h.fine_rows && c0 < h.fine_cols) {  // else the pad: zeros
     const double d = hg.depth_mm(depth_slice[st]);
     const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
     const std::size_t bin_plane = static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) *
