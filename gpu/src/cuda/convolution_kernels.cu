@@ -89,6 +89,7 @@ __device__ inline void accumulate_4x4(float (&sum)[kRowOutputs], float4 lo, floa
 /// per 128-px segment: a third of the threads idle, and instruction-bound at 2
 /// shared loads, an add and an FMA per output and tap pair. Here each thread
 /// takes 4 adjacent outputs at a time and the block whole rows.
+template <bool kBoxed>
 __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
     convolve_rows_kernel(ConvolutionParams p, int first, RowTile tile, const float* in, float* out) {
   extern __shared__ float4 row_smem[];
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
   const int rows = min(tile.rows, p.rows - y0), stride = row_stride_floats(tile.cols, p.max_radius);
   // The block's rows in the slice's box, [r_begin, r_end); the rows outside
   // it stay unwritten (the column pass reads zeros for them).
-  const SliceBox box = clipped_slice_box(p.slice_box, s, p.rows, p.cols);
+  const SliceBox box = slice_box_of<kBoxed>(p.slice_box, s, p.rows, p.cols);
   const int r_begin = max(0, box.row_begin - y0), r_end = min(rows, box.row_end - y0);
   if (r_begin >= r_end) return;
   float* weights = reinterpret_cast<float*>(row_smem);     // taps: wx[|u − R|], 0 beyond 2R
@@ -111,7 +112,9 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
   // store after another measured latency-bound). Samples outside the box's
   // columns (and so outside [0, cols)) are 0.
   const int teams = min(r_end - r_begin, kRowThreads / 32), team = kRowThreads / teams, length = tile.cols + taps;
-  const int x_end = max(box.col_begin, min(box.col_end, x0 - R + length));
+  // x is read where x − col_begin < x_count, unsigned (col_begin = 0 without boxes).
+  const unsigned x_begin = box.col_begin;
+  const unsigned x_count = max(0, min(box.col_end, x0 - R + length) - box.col_begin);
   for (int r = r_begin + threadIdx.x / team; r < r_end; r += teams) {
     const float* row_in = in + (static_cast<std::size_t>(s) * p.rows + y0 + r) * p.cols;
     float* segment = segments + r * stride;
@@ -120,7 +123,7 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
 #pragma unroll
       for (int b = 0; b < kLoadBatch; ++b) {
         const int x = x0 - R + i0 + b * team;
-        v[b] = in_range(x, box.col_begin, x_end) ? row_in[x] : 0.0f;
+        v[b] = static_cast<unsigned>(x) - x_begin < x_count ? row_in[x] : 0.0f;
       }
 #pragma unroll
       for (int b = 0; b < kLoadBatch; ++b)
@@ -164,20 +167,22 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
 /// apron of R rows (whole 8-row blocks), zeros outside the plane.
 /// Rows outside the slice's box (s: its stack slice) are zeros: the row pass
 /// left them unwritten.
+template <bool kBoxed>
 __device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, int s, int R, int rows, int y0,
                                                  int x, bool inside, const float* in, float* weights, float* tile) {
   const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
   for (int u = tid; u <= 2 * R; u += kColumnTileCols * kColumnThreadRows)
     weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
-  const SliceBox box = clipped_slice_box(p.slice_box, s, p.rows, p.cols);
+  const SliceBox box = slice_box_of<kBoxed>(p.slice_box, s, p.rows, p.cols);
   // The rows that the tile's threads read: whole 8-row blocks and the apron.
   const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
   const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
+  const unsigned y_begin = box.row_begin, y_count = box.row_end - box.row_begin;  // 0 and rows without boxes
 #pragma unroll 8
   for (int r = threadIdx.y; r < loaded_rows; r += kColumnThreadRows) {
-    const int y = y0 - R + r;
+    const unsigned y = y0 - R + r;  // y − y_begin < y_count: inside the box's rows (and the plane)
     tile[r * kColumnTileCols + threadIdx.x] =
-        inside && in_range(y, box.row_begin, box.row_end) ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
+        inside && y - y_begin < y_count ? column_in[static_cast<std::size_t>(y) * p.cols] : 0.0f;
   }
 }
 
@@ -209,7 +214,10 @@ __device__ __forceinline__ void column_sums(const float* column, const float* we
 /// rows of its column through a window of 8 samples sliding down the taps, so
 /// that one shared sample and one weight feed 8 FMAs (the measured pass spent 2
 /// shared loads, an add and an FMA per output and tap pair).
-__global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparableBlocksPerSm)
+// With boxes (the engine's deterministic mode) one block fewer per SM: at 6,
+// ≤ 40 registers, the box's rows spilled.
+template <bool kBoxed>
+__global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparableBlocksPerSm - (kBoxed ? 1 : 0))
     convolve_columns_kernel(ConvolutionParams p, int first, const float* in, float* out) {
   extern __shared__ float smem[];
   const int k = first + blockIdx.z;
@@ -221,7 +229,7 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
   float* weights = smem;                      // 2R + 1: wy[|u − R|]
   float* tile = smem + 2 * p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
   const bool inside = x < p.cols;
-  load_column_tile(p, k, s, R, rows, y0, x, inside, in, weights, tile);
+  load_column_tile<kBoxed>(p, k, s, R, rows, y0, x, inside, in, weights, tile);
   __syncthreads();
   if (!inside) return;
   const double scale = p.out_fixed ? *p.fixed_scale : 0.0;
@@ -259,6 +267,7 @@ int grouped_column_shared_bytes(int max_radius) {
   return column_shared_bytes(max_radius) + kGroupedSumFloats * static_cast<int>(sizeof(float));
 }
 
+template <bool kBoxed>
 __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
     convolve_columns_grouped_kernel(ConvolutionParams p, GroupedColumns g, int first_group, const float* in) {
   extern __shared__ float smem[];
@@ -297,7 +306,7 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
     }
     const int R = p.radius_y[k];
     __syncthreads();  // the previous member's tile is no longer read
-    load_column_tile(p, k, s, R, rows, y0, x, inside, in, weights, tile);
+    load_column_tile<kBoxed>(p, k, s, R, rows, y0, x, inside, in, weights, tile);
     __syncthreads();
     if (!inside) continue;
 #pragma unroll 1
@@ -369,6 +378,17 @@ __global__ void convolve_direct_shared_kernel(ConvolutionParams p, const float* 
   }
 }
 
+/// Both instantiations of the separable passes (with and without slice boxes).
+template <bool kBoxed>
+void set_separable_shared_memory_limits(int row_bytes, int radius) {
+  PD_CUDA_CHECK(
+      cudaFuncSetAttribute(convolve_rows_kernel<kBoxed>, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
+  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel<kBoxed>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     column_shared_bytes(radius)));
+  PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_grouped_kernel<kBoxed>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, grouped_column_shared_bytes(radius)));
+}
+
 }  // namespace
 
 void set_convolution_shared_memory_limits(int max_radius) {
@@ -377,51 +397,68 @@ void set_convolution_shared_memory_limits(int max_radius) {
     // The most any row tile needs: rows · cols ≤ kRowOutputs · kRowGroupsPerBlock, rows ≤ kMaxRowTileRows.
     const int row_bytes = (row_shared_floats({kMaxRowTileRows, 0}, radius) + kRowOutputs * kRowGroupsPerBlock) *
                           static_cast<int>(sizeof(float));
-    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, row_bytes));
-    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       column_shared_bytes(radius)));
-    PD_CUDA_CHECK(cudaFuncSetAttribute(convolve_columns_grouped_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       grouped_column_shared_bytes(radius)));
+    set_separable_shared_memory_limits<false>(row_bytes, radius);
+    set_separable_shared_memory_limits<true>(row_bytes, radius);
   });
 }
 
 constexpr int kMaxGridZ = 65535;
 
-void launch_separable_rows(const ConvolutionParams& p, const float* in, float* scratch, cudaStream_t stream) {
+template <bool kBoxed>
+void launch_rows(const ConvolutionParams& p, const float* in, float* scratch, cudaStream_t stream) {
   const RowTile tile = row_tile(p.rows, p.cols);
   const int row_bytes = row_shared_floats(tile, p.max_radius) * static_cast<int>(sizeof(float));
   for (int first = 0; first < p.slices; first += kMaxGridZ) {
     const int n = std::min(kMaxGridZ, p.slices - first);
-    convolve_rows_kernel<<<dim3((p.cols + tile.cols - 1) / tile.cols, (p.rows + tile.rows - 1) / tile.rows, n),
-                           kRowThreads, row_bytes, stream>>>(p, first, tile, in, scratch);
+    convolve_rows_kernel<kBoxed>
+        <<<dim3((p.cols + tile.cols - 1) / tile.cols, (p.rows + tile.rows - 1) / tile.rows, n), kRowThreads,
+           row_bytes, stream>>>(p, first, tile, in, scratch);
     PD_CUDA_CHECK_LAUNCH("convolve_rows_kernel");
   }
+}
+
+template <bool kBoxed>
+void launch_columns(const ConvolutionParams& p, const float* scratch, float* out, cudaStream_t stream) {
+  const int column_bytes = column_shared_bytes(p.max_radius);
+  for (int first = 0; first < p.slices; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, p.slices - first);
+    convolve_columns_kernel<kBoxed><<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
+                                           (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
+                                      dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, first,
+                                                                                                        scratch, out);
+    PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
+  }
+}
+
+template <bool kBoxed>
+void launch_grouped(const ConvolutionParams& p, const GroupedColumns& g, const float* scratch, cudaStream_t stream) {
+  const int column_bytes = grouped_column_shared_bytes(p.max_radius);
+  for (int first = 0; first < g.groups.count; first += kMaxGridZ) {
+    const int n = std::min(kMaxGridZ, g.groups.count - first);
+    convolve_columns_grouped_kernel<kBoxed><<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
+                                                   (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
+                                              dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(
+        p, g, first, scratch);
+    PD_CUDA_CHECK_LAUNCH("convolve_columns_grouped_kernel");
+  }
+}
+
+void launch_separable_rows(const ConvolutionParams& p, const float* in, float* scratch, cudaStream_t stream) {
+  if (p.slice_box) launch_rows<true>(p, in, scratch, stream);
+  else launch_rows<false>(p, in, scratch, stream);
 }
 
 void launch_separable(const ConvolutionParams& p, const float* in, float* scratch, float* out,
                       cudaStream_t stream) {
   launch_separable_rows(p, in, scratch, stream);
-  const int column_bytes = column_shared_bytes(p.max_radius);
-  for (int first = 0; first < p.slices; first += kMaxGridZ) {
-    const int n = std::min(kMaxGridZ, p.slices - first);
-    convolve_columns_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
-                                   (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
-                              dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, first, scratch, out);
-    PD_CUDA_CHECK_LAUNCH("convolve_columns_kernel");
-  }
+  if (p.slice_box) launch_columns<true>(p, scratch, out, stream);
+  else launch_columns<false>(p, scratch, out, stream);
 }
 
 void launch_grouped_columns(const ConvolutionParams& p, const GroupedColumns& g, const float* scratch,
                             cudaStream_t stream) {
-  const int column_bytes = grouped_column_shared_bytes(p.max_radius);
-  for (int first = 0; first < g.groups.count; first += kMaxGridZ) {
-    const int n = std::min(kMaxGridZ, g.groups.count - first);
-    convolve_columns_grouped_kernel<<<dim3((p.cols + kColumnTileCols - 1) / kColumnTileCols,
-                                           (p.rows + kColumnTileRows - 1) / kColumnTileRows, n),
-                                      dim3(kColumnTileCols, kColumnThreadRows), column_bytes, stream>>>(p, g, first,
-                                                                                                        scratch);
-    PD_CUDA_CHECK_LAUNCH("convolve_columns_grouped_kernel");
-  }
+  if (p.slice_box) launch_grouped<true>(p, g, scratch, stream);
+  else launch_grouped<false>(p, g, scratch, stream);
 }
 
 void upload_constant_kernel(const std::vector<float>& kernel_2d) {

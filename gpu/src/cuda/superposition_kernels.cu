@@ -121,6 +121,7 @@ constexpr int kAnalysisSlicesPerBlock = 4;
 /// tile's radius, the σ range of its non-zero pixels, invalid pixels, the
 /// largest value. Buckets are filled afterwards (bucket_tiles_kernel), once
 /// every slice's σ range is known.
+template <bool kBoxed>
 __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   constexpr int kRowsPerThread = kTileRows / kBlockRows;
   const int tx = blockIdx.x, ty = blockIdx.y;
@@ -138,7 +139,7 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
   float next_v[kRowsPerThread], next_sx[kRowsPerThread], next_sy[kRowsPerThread];
   const auto load = [&](int slice, float(&value)[kRowsPerThread], float(&sigma_x)[kRowsPerThread],
                         float(&sigma_y)[kRowsPerThread]) {
-    const SliceBox box = clipped_slice_box(p.slice_box, slice, p.rows, p.cols);
+    const SliceBox box = slice_box_of<kBoxed>(p.slice_box, slice, p.rows, p.cols);
     const bool column_in = in_range(x, box.col_begin, box.col_end);
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
@@ -727,7 +728,11 @@ void launch_analyse(const StackParams& p, const StackAnalysis& a, cudaStream_t s
   // settles); with none to read, each block reads the count and ends.
   const int blocks_per_tile =
       std::min(kAnalysisBlocksPerTile, (p.slices + kAnalysisSlicesPerBlock - 1) / kAnalysisSlicesPerBlock);
-  analyse_tiles_kernel<<<dim3(p.tiles_x, p.tiles_y, blocks_per_tile), dim3(kTileCols, kBlockRows), 0, stream>>>(p, a);
+  const dim3 grid(p.tiles_x, p.tiles_y, blocks_per_tile), block(kTileCols, kBlockRows);
+  if (p.slice_box)
+    analyse_tiles_kernel<true><<<grid, block, 0, stream>>>(p, a);
+  else
+    analyse_tiles_kernel<false><<<grid, block, 0, stream>>>(p, a);
   PD_CUDA_CHECK_LAUNCH("analyse_tiles_kernel");
   // Every slice has at least one tile, so tile_count() threads cover the slices too.
   bucket_tiles_kernel<<<(p.tile_count() + 255) / 256, 256, 0, stream>>>(p, a);
