@@ -192,6 +192,9 @@ TEST_P(SliceBoxes, UniformSlicesGiveBitwiseTheSameOutput) {
   expect_same_with_and_without(b.stack, b.boxes, &groups, reproducible);
 }
 
+// The slice summary's methods, but the device-launched tile scatter and the
+// atomic scatter in deterministic mode: there the comparison is bitwise (the
+// float modes of both are covered by the summary's suite and the others).
 INSTANTIATE_TEST_SUITE_P(
     Methods, SliceBoxes,
     ::testing::Values(Variant{SuperpositionMethod::kGpuScatterTensorCore, false, TileDispatch::kFromHost},
