@@ -31,10 +31,7 @@ struct HostLayerTables {
   int beam_layer = -1;
   const std::vector<SpotProtons>* spots = nullptr;  ///< validated; spread by the executor
   std::vector<double> fluence;  ///< [row][col] (CPU executor: filled from the spots)
-  const std::vector<double>* curve_depth_mm = nullptr;
-  const std::vector<double>* curve_idd = nullptr;
-  const std::vector<double>* curve_cidd = nullptr;
-  const std::vector<double>* curve_idd_slope = nullptr;  ///< kernels::idd_slopes of the curve
+  const std::vector<kernels::CurveNode>* curve = nullptr;  ///< the depth-dose curve (kernels::curve_nodes)
   /// Uniform WEPL tables (the engine's cached layer physics; no halo: empty).
   const std::vector<double>* energy_mev = &kNoTable;
   const std::vector<double>* scattering_factor = &kNoTable;

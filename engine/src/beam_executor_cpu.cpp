@@ -66,11 +66,8 @@ kernels::LayerTables<Real> bind(const HostLayerTables& h, std::deque<std::vector
   kernels::LayerTables<Real> t{};
   static_cast<kernels::LayerScalars&>(t) = h.scalars;
   t.fluence = h.fluence.data();
-  t.curve_depth_mm = h.curve_depth_mm->data();
-  t.curve_idd = h.curve_idd->data();
-  t.curve_cidd = h.curve_cidd->data();
-  t.curve_idd_slope = h.curve_idd_slope->data();
-  t.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+  t.curve = h.curve->data();
+  t.curve_nodes = static_cast<int>(h.curve->size());
   t.energy_mev = table_as(*h.energy_mev, copies);
   t.scattering_factor = table_as(*h.scattering_factor, copies);
   t.halo_weight = table_as(*h.halo_weight, copies);

@@ -356,75 +356,135 @@ PD_HD inline double spot_axis_weight(int i, double c_px, double s_px) {
 // ---------------------------------------------------------------------------
 // Layer images and σ-maps
 
-/// The segment of w on strictly increasing nodes depth_mm[0 … n−1] (the last
-/// lo ≤ n − 2 with depth_mm[lo] ≤ w, as cidd_mev's bisection finds it), walked
-/// forward from a segment `from` with depth_mm[from] ≤ w. Four nodes are
-/// tested per round, with independent loads: at ~2 nodes per mm and 1 mm
-/// steps, one round of load latency per slice.
-PD_HD inline int segment_from(const double* depth_mm, int n, double w, int from) {
-  int lo = from;
-  for (;;) {
-    int ahead = 0;  // the nodes ≤ w among lo+1 … lo+4 are a prefix of them (strictly increasing)
-    for (int j = 1; j <= 4; ++j) ahead += (lo + j <= n - 2 && depth_mm[lo + j] <= w) ? 1 : 0;
-    lo += ahead;
-    if (ahead < 4) return lo;
+/// One node of a depth-dose curve as the layer images read it: the IDD is
+/// linear between nodes, so the CIDD is quadratic on each segment. A node
+/// holds what its segment's CIDD needs, in one 32-byte record: the GPU reads
+/// it with two 16-byte loads, where four tables took four loads with an
+/// address each (and four round trips: ~a quarter of the layer kernel's
+/// instructions and stall samples went to the CIDD, ncu, water cube, H100).
+struct alignas(16) CurveNode {
+  double depth_mm;
+  double cidd_mev;       ///< cumulative IDD at depth_mm (MeV per proton)
+  double idd_mev_cm2_g;  ///< IDD at depth_mm
+  double half_slope;     ///< ½ × the IDD's slope to the next node (0 at the last node)
+};
+
+/// The nodes of a curve with n ≥ 1 nodes of strictly increasing depth.
+inline void curve_nodes(const double* depth_mm, const double* idd, const double* cidd, int n, CurveNode* out) {
+  for (int i = 0; i < n; ++i) {
+    const double slope = i + 1 < n ? (idd[i + 1] - idd[i]) / (depth_mm[i + 1] - depth_mm[i]) : 0.0;
+    out[i] = CurveNode{depth_mm[i], cidd[i], idd[i], 0.5 * slope};
   }
 }
 
-/// CIDD (MeV per proton) of a curve with IDD linear between its nodes
-/// (physics::CumulativeDepthDose::cidd_mev: the same segment search — by
-/// division when the nodes d_1… are equally spaced by `uniform_step`, else
-/// binary — and the same formula).
-/// The layer kernel passes two precomputed tables that take both divisions out
-/// of its per-slice loop (a double division is a ~20-instruction sequence on
-/// the GPU): `inv_uniform_step` = 1/uniform_step (> 0: multiply instead of
-/// divide) and `idd_slope` = the IDD's slope per segment (null: divide). The
-/// results agree with the divided form to rounding (tests/engine/beam_kernels_test.cpp).
-/// `segment` (optional, unequally spaced nodes only): the segment an earlier
-/// call found for a depth ≤ w, updated to w's; the search then walks forward
-/// from it (segment_from) instead of bisecting. The layer kernel evaluates the
-/// CIDD at the faces of its slices, whose WEPL never decreases along a ray:
-/// the bisection was ~8.5 dependent loads per face, and a third of the
-/// kernel's stall samples on the water cube (ncu, H100), whose interpolated
-/// curves have 220–450 unequally spaced nodes.
-PD_HD inline double cidd_mev(const double* depth_mm, const double* idd, const double* cidd, int n, double uniform_step,
-                             double w, double inv_uniform_step = 0.0, const double* idd_slope = nullptr,
-                             int* segment = nullptr) {
+/// A node as read by the layer kernel: through the read-only data path on
+/// the GPU (the node pointer lives in shared memory, so the compiler would
+/// otherwise issue generic loads).
+PD_HD inline CurveNode load_curve_node(const CurveNode* p) {
+#ifdef __CUDA_ARCH__
+  const double2 a = __ldg(reinterpret_cast<const double2*>(p));
+  const double2 b = __ldg(reinterpret_cast<const double2*>(p) + 1);
+  return CurveNode{a.x, a.y, b.x, b.y};
+#else
+  return *p;
+#endif
+}
+PD_HD inline double load_curve_depth(const CurveNode* p) {
+#ifdef __CUDA_ARCH__
+  return __ldg(&p->depth_mm);
+#else
+  return p->depth_mm;
+#endif
+}
+
+/// CIDD at w on the segment that starts at node s (physics::
+/// CumulativeDepthDose::cidd_mev's formula; ½·slope is exact in binary).
+PD_HD inline double cidd_on_segment(const CurveNode& s, double w) {
   constexpr double kGCm2PerMm = 0.1;
+  const double t = w - s.depth_mm;
+  return s.cidd_mev + kGCm2PerMm * t * (s.idd_mev_cm2_g + s.half_slope * t);
+}
+
+/// CIDD (MeV per proton) of a curve of n nodes, as physics::
+/// CumulativeDepthDose::cidd_mev finds it: the segment by division when the
+/// nodes d_1… are equally spaced by `uniform_step` (> 0; `inv_uniform_step`
+/// its inverse, so that no division is left), else by bisection; then the
+/// same formula. The results agree with physics' to rounding
+/// (tests/engine/beam_kernels_test.cpp).
+PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double uniform_step, double inv_uniform_step, double w) {
   if (n < 2 || w <= 0.0) return 0.0;
-  if (w >= depth_mm[n - 1]) return cidd[n - 1];
+  if (w >= nodes[n - 1].depth_mm) return nodes[n - 1].cidd_mev;
   int lo;
   if (uniform_step > 0.0) {
-    if (w < depth_mm[1]) {
+    if (w < nodes[1].depth_mm) {
       lo = 0;
     } else {
-      const double i =
-          floor(inv_uniform_step > 0.0 ? (w - depth_mm[1]) * inv_uniform_step : (w - depth_mm[1]) / uniform_step) + 1.0;
+      const double i = floor((w - nodes[1].depth_mm) * inv_uniform_step) + 1.0;
       lo = i < n - 2 ? static_cast<int>(i) : n - 2;
     }
-  } else if (segment != nullptr && *segment >= 0 && *segment <= n - 2 && depth_mm[*segment] <= w) {
-    lo = segment_from(depth_mm, n, w, *segment);
-    *segment = lo;
   } else {
     lo = 0;
     int hi = n - 1;  // depth[lo] <= w < depth[hi]
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (depth_mm[mid] <= w) lo = mid;
+      if (nodes[mid].depth_mm <= w) lo = mid;
       else hi = mid;
     }
-    if (segment != nullptr) *segment = lo;
   }
-  const double t = w - depth_mm[lo];
-  const double slope = idd_slope ? idd_slope[lo] : (idd[lo + 1] - idd[lo]) / (depth_mm[lo + 1] - depth_mm[lo]);
-  return cidd[lo] + kGCm2PerMm * t * (idd[lo] + 0.5 * slope * t);
+  return cidd_on_segment(nodes[lo], w);
 }
 
-/// Slope of the IDD on each segment of a curve (the `idd_slope` table of
-/// cidd_mev; n − 1 entries).
-inline void idd_slopes(const double* depth_mm, const double* idd, int n, double* slope) {
-  for (int i = 0; i + 1 < n; ++i) slope[i] = (idd[i + 1] - idd[i]) / (depth_mm[i + 1] - depth_mm[i]);
-}
+/// The CIDD at the faces of one ray's slices, whose WEPL never decreases:
+/// the segment is carried from face to face, and the next node's depth is
+/// held, so a face that crosses no node reads only its segment. A face that
+/// crosses nodes tests the next four per round, with independent loads (the
+/// water cube's interpolated curves have 220–450 unequally spaced nodes,
+/// some closer than 0.01 mm: a 1 mm step crosses ~2). The same segment and
+/// formula as cidd_mev, so the same value bit for bit; equally spaced nodes
+/// take cidd_mev's division. Precondition: each w ≥ the previous one.
+class CiddWalk {
+ public:
+  PD_HD CiddWalk(const CurveNode* nodes, int n, double uniform_step, double inv_uniform_step)
+      : nodes_(nodes), n_(n), uniform_step_(uniform_step), inv_uniform_step_(inv_uniform_step) {}
+
+  PD_HD double operator()(double w) {
+    if (uniform_step_ > 0.0 || n_ < 2) return cidd_mev(nodes_, n_, uniform_step_, inv_uniform_step_, w);
+    if (w <= 0.0) return 0.0;
+    if (lo_ < 0) {  // the ray's first face
+      lo_ = 0;
+      next_depth_mm_ = load_curve_depth(nodes_ + 1);
+    }
+    if (w >= next_depth_mm_) walk(w);
+    if (lo_ == n_ - 1) return load_curve_node(nodes_ + lo_).cidd_mev;  // at or past the last node
+    return cidd_on_segment(load_curve_node(nodes_ + lo_), w);
+  }
+
+ private:
+  /// Moves lo_ to the last node at or before w (n − 1: past the curve's
+  /// end) and next_depth_mm_ to the depth of the node after it (∞ past the end).
+  PD_HD void walk(double w) {
+    constexpr double kBeyond = 1.0e300;
+    for (;;) {
+      double d[4];
+      int ahead = 0;  // the nodes ≤ w among lo_+1 … lo_+4 are a prefix of them (strictly increasing)
+      for (int j = 0; j < 4; ++j) {
+        d[j] = lo_ + 1 + j <= n_ - 1 ? load_curve_depth(nodes_ + lo_ + 1 + j) : kBeyond;
+        ahead += d[j] <= w ? 1 : 0;
+      }
+      lo_ += ahead;
+      if (ahead < 4) {
+        next_depth_mm_ = ahead == 0 ? d[0] : ahead == 1 ? d[1] : ahead == 2 ? d[2] : d[3];
+        return;
+      }
+    }
+  }
+
+  const CurveNode* nodes_;
+  int n_;
+  double uniform_step_, inv_uniform_step_;
+  int lo_ = -1;  ///< the segment of the last face; −1: none yet
+  double next_depth_mm_ = 0.0;
+};
 
 /// The scalars the layer kernel reads about one energy layer.
 struct LayerScalars {
@@ -452,11 +512,8 @@ struct LayerScalars {
 template <class Real>
 struct LayerTables : LayerScalars {
   const double* fluence;  ///< [row][col] protons per ray (the spreading's double sums)
-  /// CIDD nodes: double in every instantiation (layer_ray evaluates the CIDD in double).
-  const double* curve_depth_mm;
-  const double* curve_idd;
-  const double* curve_cidd;
-  const double* curve_idd_slope;  ///< [curve_nodes − 1] (idd_slopes)
+  /// The depth-dose curve: double in every instantiation (layer_ray evaluates the CIDD in double).
+  const CurveNode* curve;
   int curve_nodes;
   /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
   const Real* energy_mev;         ///< residual energy
@@ -525,8 +582,9 @@ struct PixelHaloStore {
 /// Real: double on the CPU backend (the double-precision oracle), float on the
 /// GPU. Whatever the type, the step's energy d_mev and the energy sum are
 /// double, so the energy balance does not depend on it.
-/// `observe(k, image, σx, σy)` sees every pixel the ray computes (slice k of
-/// the layer, the values as stored); the pixels it clears are zeros.
+/// `observe(k, image, σx, σy)` is called once for every slice k of the layer,
+/// in order, with the pixel as stored (zeros where the ray computes none, off
+/// the grid included), so that a warp's lanes call it in step.
 /// `store_halo(s, k, stack index, on grid, share, variance)` is called once
 /// for every slice k of the layer, in order, cleared pixels (zeros) and rays
 /// off the grid included: the GPU's store sums over the lanes of a warp.
@@ -589,11 +647,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // D_max (the air before the patient: dose to water there is the plateau's).
   // The faces' WEPL never decreases along the ray: each lookup walks on from
   // the previous face's segment of the curve.
-  int curve_segment = 0;
-  const auto cidd_at = [&](double wepl_mm) {
-    return cidd_mev(L.curve_depth_mm, L.curve_idd, L.curve_cidd, L.curve_nodes, L.curve_uniform_step_mm, wepl_mm,
-                    L.curve_inv_uniform_step_mm, L.curve_idd_slope, &curve_segment);
-  };
+  CiddWalk cidd_at(L.curve, L.curve_nodes, L.curve_uniform_step_mm, L.curve_inv_uniform_step_mm);
   // The loop is bound by the latency of its loads (ncu, H100: half the stalls
   // wait on them), so the trace values of the next slice are loaded one step
   // ahead, and each face's WEPL is read once: a step's far face is the next
@@ -698,8 +752,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       s.sigma_y_px[sidx] = spy;
     }
     store_halo(s, k, sidx, on_grid, halo_share, halo_variance);
+    observe(k, image, spx, spy);
     if (computed) {
-      observe(k, image, spx, spy);
       widest_x_px = spx > widest_x_px ? spx : widest_x_px;
       widest_y_px = spy > widest_y_px ? spy : widest_y_px;
     }

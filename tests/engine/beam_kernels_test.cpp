@@ -16,34 +16,34 @@
 
 namespace k = protondose::engine::kernels;
 
-TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveWithAndWithoutTheUniformShortcutAndTables) {
+std::vector<k::CurveNode> curve_nodes_of(const protondose::physics::CumulativeDepthDose& c) {
+  std::vector<k::CurveNode> nodes(c.depth_mm().size());
+  k::curve_nodes(c.depth_mm().data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(),
+                 static_cast<int>(nodes.size()), nodes.data());
+  return nodes;
+}
+
+TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveByDivisionAndByBisection) {
   const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
   int uniform_curves = 0;
   for (double e : {70.0, 118.0, 150.0, 226.0}) {
     const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
     if (c.uniform_step_mm() > 0) ++uniform_curves;
-    const std::vector<double>& d = c.depth_mm();
-    const int n = static_cast<int>(d.size());
-    std::vector<double> slope(static_cast<std::size_t>(n - 1));
-    k::idd_slopes(d.data(), c.idd_nodes_mev_cm2_g().data(), n, slope.data());
+    const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
+    const int n = static_cast<int>(nodes.size());
     const double inv_step = c.uniform_step_mm() > 0 ? 1.0 / c.uniform_step_mm() : 0.0;
     for (double w = -1.0; w <= c.end_depth_mm() + 2.0; w += 0.0173) {
       const double expected = c.cidd_mev(w);
-      const double searched = k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n, 0.0, w);
-      const double divided = k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n,
-                                         c.uniform_step_mm(), w);
-      ASSERT_NEAR(searched, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
+      const double bisected = k::cidd_mev(nodes.data(), n, 0.0, 0.0, w);
+      const double divided = k::cidd_mev(nodes.data(), n, c.uniform_step_mm(), inv_step, w);
+      ASSERT_NEAR(bisected, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
       ASSERT_NEAR(divided, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
-      // The layer kernel's form: the inverse step and the slope table, no division.
-      const double tabled = k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n,
-                                        c.uniform_step_mm(), w, inv_step, slope.data());
-      ASSERT_NEAR(tabled, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
     }
   }
   EXPECT_GT(uniform_curves, 0) << "no curve exercised the equally-spaced shortcut";
 }
 
-TEST(BeamKernels, CiddLookupWalkedAlongARayEqualsTheBisectionBitwise) {
+TEST(BeamKernels, CiddWalkedAlongARayEqualsTheBisectionBitwise) {
   // The layer kernel carries the curve segment from face to face of a ray
   // (the WEPL never decreases); what it finds must be what the bisection
   // finds, bit for bit, or the CPU oracle and the GPU would drift apart from
@@ -52,35 +52,61 @@ TEST(BeamKernels, CiddLookupWalkedAlongARayEqualsTheBisectionBitwise) {
   const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> step_mm(0.0, 3.0);
-  int walked_curves = 0;
+  int walked_curves = 0, long_walks = 0;
   for (double e : {118.12, 141.3, 172.51}) {
     const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
     if (c.uniform_step_mm() > 0) continue;  // the walk is for unequally spaced nodes
     ++walked_curves;
-    const std::vector<double>& d = c.depth_mm();
-    const int n = static_cast<int>(d.size());
-    std::vector<double> slope(static_cast<std::size_t>(n - 1));
-    k::idd_slopes(d.data(), c.idd_nodes_mev_cm2_g().data(), n, slope.data());
-    const auto lookup = [&](double w, int* segment) {
-      return k::cidd_mev(d.data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(), n, 0.0, w, 0.0,
-                         slope.data(), segment);
-    };
+    const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
+    const int n = static_cast<int>(nodes.size());
+    const auto bisected = [&](double w) { return k::cidd_mev(nodes.data(), n, 0.0, 0.0, w); };
     for (int ray = 0; ray < 50; ++ray) {
-      int segment = 0;
-      // Steps of 0–3 mm, a repeated depth, a jump over many nodes, past the end.
+      k::CiddWalk walk(nodes.data(), n, 0.0, 0.0);
+      // Steps of 0–3 mm, a repeated depth, jumps over many nodes (more than
+      // one round of four), to and past the last node.
       for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += (ray % 10 == 0 ? 17.0 : step_mm(rng))) {
-        ASSERT_EQ(lookup(w, &segment), lookup(w, nullptr)) << e << " MeV, ray " << ray << ", " << w << " mm";
-        ASSERT_EQ(lookup(w, &segment), lookup(w, nullptr)) << "the same depth twice, " << w << " mm";
+        ASSERT_EQ(walk(w), bisected(w)) << e << " MeV, ray " << ray << ", " << w << " mm";
+        ASSERT_EQ(walk(w), bisected(w)) << "the same depth twice, " << w << " mm";
       }
+      if (ray % 10 == 0) ++long_walks;
     }
-    // A depth before the carried segment (not along a ray): bisected again.
-    int segment = 0;
-    lookup(0.8 * c.end_depth_mm(), &segment);
-    EXPECT_GT(segment, 0);
-    EXPECT_EQ(lookup(0.1 * c.end_depth_mm(), &segment), lookup(0.1 * c.end_depth_mm(), nullptr));
-    EXPECT_EQ(segment, k::segment_from(d.data(), n, 0.1 * c.end_depth_mm(), 0));
+    // Exactly on nodes, the last one included, and past the end.
+    k::CiddWalk walk(nodes.data(), n, 0.0, 0.0);
+    for (int i = 1; i < n; i += 7) ASSERT_EQ(walk(nodes[i].depth_mm), bisected(nodes[i].depth_mm)) << "node " << i;
+    EXPECT_EQ(walk(nodes[n - 1].depth_mm), nodes[n - 1].cidd_mev);
+    EXPECT_EQ(walk(nodes[n - 1].depth_mm + 1.0), nodes[n - 1].cidd_mev);
   }
   EXPECT_GT(walked_curves, 0) << "no curve with unequally spaced nodes";
+  EXPECT_GT(long_walks, 0);
+}
+
+TEST(BeamKernels, CiddWalkOnEquallySpacedNodesTakesTheDivision) {
+  const protondose::physics::BeamModel machine = protondose::physics::load_machine("DCPT_ProBeam_v5");
+  for (double e : {70.0, 118.0, 150.0, 226.0}) {
+    const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
+    if (c.uniform_step_mm() <= 0) continue;
+    const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
+    const int n = static_cast<int>(nodes.size());
+    const double inv_step = 1.0 / c.uniform_step_mm();
+    k::CiddWalk walk(nodes.data(), n, c.uniform_step_mm(), inv_step);
+    for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += 0.731)
+      ASSERT_EQ(walk(w), k::cidd_mev(nodes.data(), n, c.uniform_step_mm(), inv_step, w)) << e << " MeV, " << w;
+  }
+}
+
+TEST(BeamKernels, CurveNodesHoldEachSegmentsHalfSlope) {
+  const std::vector<double> depth = {0.0, 1.0, 3.0, 3.5}, idd = {2.0, 4.0, 1.0, 0.5}, cidd = {0.0, 0.3, 0.8, 0.9};
+  std::vector<k::CurveNode> nodes(depth.size());
+  k::curve_nodes(depth.data(), idd.data(), cidd.data(), 4, nodes.data());
+  EXPECT_EQ(nodes[0].half_slope, 1.0);
+  EXPECT_EQ(nodes[1].half_slope, -0.75);
+  EXPECT_EQ(nodes[2].half_slope, -0.5);
+  EXPECT_EQ(nodes[3].half_slope, 0.0);
+  EXPECT_EQ(nodes[2].depth_mm, 3.0);
+  EXPECT_EQ(nodes[2].cidd_mev, 0.8);
+  EXPECT_EQ(nodes[2].idd_mev_cm2_g, 1.0);
+  // On its segment: cidd + 0.1·t·(idd + ½·slope·t) (per mm of water, 0.1 g/cm²).
+  EXPECT_DOUBLE_EQ(k::cidd_mev(nodes.data(), 4, 0.0, 0.0, 2.0), 0.3 + 0.1 * 1.0 * (4.0 - 0.75 * 1.0));
 }
 
 // The branch-free lookup that layer_ray shares between tables on the same
@@ -326,7 +352,8 @@ template <class Real>
 struct SyntheticLayer {
   k::BevGeometry g{};
   std::vector<float> wepl_far, density, rho_over_x, step, image, sigma_x, sigma_y;
-  std::vector<double> fluence, depth, idd, cidd, slope;
+  std::vector<double> fluence;
+  std::vector<k::CurveNode> nodes;
   std::vector<Real> energy, scattering, air_x, air_y;
   k::LayerStackArgs s{};
   k::LayerTables<Real> L{};
@@ -359,11 +386,7 @@ struct SyntheticLayer {
     sigma_y.assign(n, -1.0f);
     fluence.resize(plane);
     for (std::size_t r = 0; r < plane; ++r) fluence[r] = r % g.cols == 4 ? 0.0 : 1.0e6 * (1 + r % 5);
-    depth = curve.depth_mm();
-    idd = curve.idd_nodes_mev_cm2_g();
-    cidd = curve.cidd_nodes_mev();
-    slope.resize(depth.size() - 1);
-    k::idd_slopes(depth.data(), idd.data(), static_cast<int>(depth.size()), slope.data());
+    nodes = curve_nodes_of(curve);
     for (int i = 0; i < 400; ++i) {  // 0.5 mm nodes
       energy.push_back(static_cast<Real>(std::max(150.0 - 0.55 * 0.5 * i, 0.0)));
       scattering.push_back(static_cast<Real>(2.0e-6 * (1 + 0.01 * i)));
@@ -392,11 +415,8 @@ struct SyntheticLayer {
     L.slices = g.slices;
     L.stack_offset = 0;
     L.fluence = fluence.data();
-    L.curve_depth_mm = depth.data();
-    L.curve_idd = idd.data();
-    L.curve_cidd = cidd.data();
-    L.curve_idd_slope = slope.data();
-    L.curve_nodes = static_cast<int>(depth.size());
+    L.curve = nodes.data();
+    L.curve_nodes = static_cast<int>(nodes.size());
     L.energy_mev = energy.data();
     L.scattering_factor = scattering.data();
     L.wepl_nodes = static_cast<int>(energy.size());
@@ -416,7 +436,10 @@ void expect_overshoot_of_the_widest_pixel(const protondose::physics::CumulativeD
   for (int row = 0; row < g.rows; ++row)
     for (int col = 0; col < g.cols; ++col) {
       int expected = INT_MIN, by_x = INT_MIN, by_y = INT_MIN, pixels = 0;
-      const auto observe = [&](int, float, float sx, float sy) {
+      int calls = 0;
+      const auto observe = [&](int, float image, float sx, float sy) {
+        ++calls;  // every slice, zeros where the ray computes no pixel
+        if (image <= 0.0f) return;  // in this case every computed pixel carries dose
         const int rx = protondose::gaussian_radius_px(sx, layer.s.cutoff_sigmas);
         const int ry = protondose::gaussian_radius_px(sy, layer.s.cutoff_sigmas);
         by_x = std::max({by_x, rx - col, col + rx - (g.cols - 1)});
@@ -428,6 +451,7 @@ void expect_overshoot_of_the_widest_pixel(const protondose::physics::CumulativeD
       float halo_variance = 0;
       k::layer_ray(layer.s, layer.L, col, row, &overshoot, &halo_variance, observe);
       ASSERT_EQ(overshoot, expected) << "ray (" << col << ", " << row << ")";
+      ASSERT_EQ(calls, layer.L.slices) << "ray (" << col << ", " << row << ")";
       if (pixels > 0) ++rays_with_pixels;
       if (overshoot > 0) ++positive;
       if (pixels > 0 && by_x > by_y) ++set_by_x;

@@ -205,25 +205,48 @@ __device__ float block_max(float v) {
   return block_reduce(v, 0.0f, [](float a, float b) { return fmaxf(a, b); });
 }
 
-/// The layer kernel's observer: the stack's slice summary
-/// (SuperpositionInput::slice_summary). The lanes of a warp that computed a
-/// pixel of the same slice agree on one σ key or mark the slice for the
-/// analysis to read; then a few atomics per warp and slice. Rays leave the
-/// slice loop at different slices and skip cleared pixels, so the lanes here
-/// are grouped by slice rather than assumed in step (in step is the common
-/// case, tested first: a match over the warp costs more than a vote).
+/// The stack's slice summary (SuperpositionInput::slice_summary), written
+/// from the pixels as they are stored: the lanes of a warp with pixels of
+/// the same slice agree on one σ key or mark the slice for the analysis to
+/// read; then a few atomics per warp and slice.
 struct SliceSummaryWriter {
   unsigned long long* summary;  ///< [kSliceSummaryFields][slices]
   std::size_t slices;           ///< the stack's
   std::size_t stack_offset;     ///< the layer's first stack slice
 
-  __device__ void operator()(int k, float image, float sigma_x_px, float sigma_y_px) const {
-    // Valid as the superposer's analysis means it.
-    const auto valid = [](float v) { return v >= 0.0f && v <= 3.0e38f; };
+  /// Valid as the superposer's analysis means it.
+  __device__ static bool valid(float v) { return v >= 0.0f && v <= 3.0e38f; }
+  __device__ static unsigned long long sigma_key(float sigma_x_px, float sigma_y_px) {
+    return static_cast<unsigned long long>(__float_as_uint(sigma_x_px)) << 32 | __float_as_uint(sigma_y_px);
+  }
+
+  /// Called by every lane of the warp, all at the same slice k (the layer
+  /// kernel's, kernels::layer_ray's observer; a pixel the ray did not compute
+  /// is a zero): votes over the whole warp. The general form below, for lanes
+  /// that may be at different slices, took 87 instructions per slice step,
+  /// 16 % of the layer kernel's stall samples (ncu, water cube, H100).
+  __device__ void in_step(int k, float image, float sigma_x_px, float sigma_y_px) const {
+    constexpr unsigned kWarp = 0xffffffffu;
     const bool ok = valid(image) && valid(sigma_x_px) && valid(sigma_y_px);
     const bool counted = ok && image > 0.0f;
-    const unsigned long long key =
-        static_cast<unsigned long long>(__float_as_uint(sigma_x_px)) << 32 | __float_as_uint(sigma_y_px);
+    const unsigned counted_lanes = __ballot_sync(kWarp, counted);
+    const bool any_invalid = __any_sync(kWarp, !ok);
+    if (counted_lanes == 0u && !any_invalid) return;  // only zeros (warp-uniform)
+    const unsigned long long key = sigma_key(sigma_x_px, sigma_y_px);
+    const unsigned long long reference_key = __shfl_sync(kWarp, key, counted_lanes ? __ffs(counted_lanes) - 1 : 0);
+    const bool all_same = __all_sync(kWarp, !counted || key == reference_key);
+    const unsigned image_max = __reduce_max_sync(kWarp, counted ? __float_as_uint(image) : 0u);
+    if (threadIdx.x % 32 != 0) return;
+    add(k, any_invalid || !all_same, counted_lanes != 0u, reference_key, image_max);
+  }
+
+  /// Called by the lanes present, at any slices (the halo binning's pixels):
+  /// grouped by slice first (in step is the common case, tested first: a
+  /// match over the warp costs more than a vote).
+  __device__ void operator()(int k, float image, float sigma_x_px, float sigma_y_px) const {
+    const bool ok = valid(image) && valid(sigma_x_px) && valid(sigma_y_px);
+    const bool counted = ok && image > 0.0f;
+    const unsigned long long key = sigma_key(sigma_x_px, sigma_y_px);
     const unsigned active = __activemask();
     const int first = __ffs(active) - 1;
     unsigned group = __ballot_sync(active, k == __shfl_sync(active, k, first));
@@ -236,16 +259,31 @@ struct SliceSummaryWriter {
     __match_all_sync(group, counted ? key : reference_key, &all_same);
     const unsigned image_max = __reduce_max_sync(group, counted ? __float_as_uint(image) : 0u);
     if (static_cast<int>(threadIdx.x % 32) != __ffs(group) - 1) return;
+    add(k, any_invalid || !all_same, counted_lanes != 0u, reference_key, image_max);
+  }
+
+ private:
+  /// One lane's atomics for its group's pixels of slice k.
+  __device__ void add(int k, bool read_slice, bool any_counted, unsigned long long key, unsigned image_max) const {
     unsigned long long* f = summary + stack_offset + static_cast<std::size_t>(k);
-    if (any_invalid || !all_same) {  // the analysis reads the slice (and reports the invalid pixel)
+    if (read_slice) {  // the analysis reads the slice (and reports the invalid pixel)
       atomicMin(f + kSummaryMinSigmaKey * slices, 0ull);
       atomicMax(f + kSummaryMaxSigmaKey * slices, ~0ull);
       return;
     }
-    if (counted_lanes == 0u) return;  // only zeros
-    atomicMin(f + kSummaryMinSigmaKey * slices, reference_key);
-    atomicMax(f + kSummaryMaxSigmaKey * slices, reference_key);
+    if (!any_counted) return;  // only zeros
+    atomicMin(f + kSummaryMinSigmaKey * slices, key);
+    atomicMax(f + kSummaryMaxSigmaKey * slices, key);
     atomicMax(f + kSummaryMaxImage * slices, static_cast<unsigned long long>(image_max));
+  }
+};
+
+/// kernels::layer_ray's observer in the layer kernel: every lane of the warp
+/// calls it at every slice (SliceSummaryWriter::in_step).
+struct LayerSliceSummary {
+  SliceSummaryWriter writer;
+  __device__ void operator()(int k, float image, float sigma_x_px, float sigma_y_px) const {
+    writer.in_step(k, image, sigma_x_px, sigma_y_px);
   }
 };
 
@@ -369,12 +407,18 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
+  // (Taking the rays with protons first, so that they fill whole warps —
+  // 24 of 32 lanes are active in the warps that compute pixels of the water
+  // cube — cut the warp instructions by 12–18 % but made the kernel slower,
+  // 1.59 → 1.71–1.76 ms, with more DRAM traffic and longer memory stalls:
+  // docs/benchmarks-engine.md, "the layer kernel's CIDD nodes", ncu, H100.)
   const std::size_t thread = blockIdx.y * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   const std::size_t group = thread / kColumnBin;
   const int lane_in_group = static_cast<int>(thread % kColumnBin);
   const int row = static_cast<int>(group / static_cast<unsigned>(layout.bins_per_row));
   const int bin = static_cast<int>(group % static_cast<unsigned>(layout.bins_per_row));
   const int col = bin * kColumnBin + lane_in_group;
+  const SliceBox fluence_box = fluence_boxes[blockIdx.x].box();
   // The layer's tables in shared memory: read from global memory, each of
   // their fields was reloaded after every store to the stack (the compiler
   // cannot rule out that a float store changes them), ~17 dependent loads per
@@ -386,10 +430,8 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   __syncthreads();
   // Every slice of the layer is zero outside its fluence's box (a ray
   // without protons stores zeros): the superposer's SliceBox of each.
-  if (blockIdx.y == 0) {
-    const SliceBox box = fluence_boxes[blockIdx.x].box();
-    for (int k = threadIdx.x; k < L.slices; k += blockDim.x) slice_boxes[L.stack_offset + k] = box;
-  }
+  if (blockIdx.y == 0)
+    for (int k = threadIdx.x; k < L.slices; k += blockDim.x) slice_boxes[L.stack_offset + k] = fluence_box;
   int overshoot = INT_MIN;
   float halo_variance_max = 0;
   // Every thread of a warp runs the ray loop, those off the grid too (the
@@ -406,9 +448,9 @@ __global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackA
   const bool has_protons = on_grid && L.fluence[static_cast<std::size_t>(row) * s.grid.cols + col] > 0;
   double energy = 0;
   if (__any_sync(0xffffffffu, has_protons)) {
-    energy = kernels::layer_ray<float, SliceSummaryWriter, Index, ColumnBinnedHaloStore<kColumnBin>>(
-        s, L, col, row, &overshoot, &halo_variance_max, SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset},
-        halo);
+    energy = kernels::layer_ray<float, LayerSliceSummary, Index, ColumnBinnedHaloStore<kColumnBin>>(
+        s, L, col, row, &overshoot, &halo_variance_max,
+        LayerSliceSummary{SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset}}, halo);
   } else {
     const Index plane = static_cast<Index>(s.grid.plane());
     const Index ray = on_grid ? static_cast<Index>(row) * static_cast<Index>(s.grid.cols) + static_cast<Index>(col) : 0;
@@ -1218,10 +1260,12 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
 
   /// Where stage_beam_layers put a layer of the beam: its spots in spots_,
-  /// its curve in layer_pack_ and its WEPL tables in layer_float_pack_.
+  /// its curve in layer_pack_ (kernels::CurveNode, 16-byte aligned: the
+  /// kernel reads a node with two 16-byte loads) and its WEPL tables in
+  /// layer_float_pack_.
   struct StagedLayer {
     std::size_t spot_begin = 0, spot_end = 0;
-    std::size_t depth = 0, idd = 0, cidd = 0, idd_slope = 0;
+    std::size_t curve = 0;  ///< in doubles
     std::size_t energy = 0, scattering = 0, halo_weight = 0, halo_sigma = 0;
     int curve_nodes = 0, wepl_nodes = 0;
     bool has_halo = false;
@@ -1242,15 +1286,14 @@ class GpuBeamExecutor final : public BeamExecutor {
       o.spot_begin = spot_count;
       spot_count += h.spots->size();
       o.spot_end = spot_count;
-      o.depth = place(doubles, *h.curve_depth_mm);
-      o.idd = place(doubles, *h.curve_idd);
-      o.cidd = place(doubles, *h.curve_cidd);
-      o.idd_slope = place(doubles, *h.curve_idd_slope);
+      static_assert(sizeof(kernels::CurveNode) % (2 * sizeof(double)) == 0);
+      o.curve = doubles;  // even: every node is a whole number of 16-byte pairs
+      doubles += h.curve->size() * (sizeof(kernels::CurveNode) / sizeof(double));
       o.energy = place(floats, *h.energy_mev);
       o.scattering = place(floats, *h.scattering_factor);
       o.halo_weight = place(floats, *h.halo_weight);
       o.halo_sigma = place(floats, *h.halo_sigma_mm);
-      o.curve_nodes = static_cast<int>(h.curve_depth_mm->size());
+      o.curve_nodes = static_cast<int>(h.curve->size());
       o.wepl_nodes = static_cast<int>(h.energy_mev->size());
       o.has_halo = !h.halo_weight->empty();
     }
@@ -1356,10 +1399,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       const StagedLayer& o = (*j.staged)[i];
       double* d = j.packs.doubles;
       float* f = j.packs.floats;
-      std::copy(h.curve_depth_mm->begin(), h.curve_depth_mm->end(), d + o.depth);
-      std::copy(h.curve_idd->begin(), h.curve_idd->end(), d + o.idd);
-      std::copy(h.curve_cidd->begin(), h.curve_cidd->end(), d + o.cidd);
-      std::copy(h.curve_idd_slope->begin(), h.curve_idd_slope->end(), d + o.idd_slope);
+      std::memcpy(d + o.curve, h.curve->data(), h.curve->size() * sizeof(kernels::CurveNode));
       std::copy(h.energy_mev->begin(), h.energy_mev->end(), f + o.energy);  // double → float
       std::copy(h.scattering_factor->begin(), h.scattering_factor->end(), f + o.scattering);
       std::copy(h.halo_weight->begin(), h.halo_weight->end(), f + o.halo_weight);
@@ -1472,10 +1512,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       kernels::LayerTables<float> t{};
       static_cast<kernels::LayerScalars&>(t) = layers[i].scalars;
       t.fluence = fluence_.get() + i * plane;
-      t.curve_depth_mm = base + o.depth;
-      t.curve_idd = base + o.idd;
-      t.curve_cidd = base + o.cidd;
-      t.curve_idd_slope = base + o.idd_slope;
+      t.curve = reinterpret_cast<const kernels::CurveNode*>(base + o.curve);
       t.curve_nodes = o.curve_nodes;
       t.energy_mev = float_base + o.energy;
       t.scattering_factor = float_base + o.scattering;
@@ -1539,7 +1576,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<char> sums_;
   DeviceBuffer<DeviceSpot> spots_;
   DeviceBuffer<double> spread_sigma_, fluence_;
-  DeviceBuffer<FluenceBoxSum> fluence_boxes_;  ///< [layer of the group] (spread_kernel)
+  DeviceBuffer<FluenceBoxSum> fluence_boxes_;  ///< [layer of the group] (spot_boxes_kernel)
   /// The stack's and the coarse halo stack's SliceBoxes (layer_kernel, halo_bin_kernel).
   DeviceBuffer<SliceBox> slice_boxes_, halo_slice_boxes_;
   std::size_t spread_shared_bytes_ = 48 * 1024;  ///< spread_kernel's dynamic shared-memory limit
