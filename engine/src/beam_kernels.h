@@ -776,10 +776,12 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
 // ---------------------------------------------------------------------------
 // Nuclear halo on a coarse grid
 
-/// The coarse halo grid: block f×f of fine pixels, padded by `pad` coarse pixels.
+/// The coarse halo grid: block f×f of fine pixels, padded by coarse pixels:
+/// pad_cols columns before the fine grid's first block and pad_rows rows
+/// (cols and rows say how many after it).
 struct HaloBinning {
   int factor;     ///< f
-  int pad;
+  int pad_cols, pad_rows;
   int fine_cols, fine_rows;
   int cols, rows;  ///< coarse grid
   /// The input of halo_bin_pixel_from_column_bins (the GPU's): sums over
@@ -830,17 +832,17 @@ PD_HD inline void halo_block_result(const HaloBinning& h, double sum, double wei
 }
 
 /// The coarse pixels whose fine block (halo_bin_pixel_from_column_bins: rows
-/// and columns [(c − pad)·f, (c − pad)·f + f)) meets a fine slice's box
+/// [(r − pad_rows)·f, … + f) and columns [(c − pad_cols)·f, … + f)) meets a fine slice's box
 /// (SuperpositionInput::slice_box; begin ≥ 0): where the fine slice is zero
 /// outside its box, the coarse slice is zero outside this one. An empty box
 /// gives an empty box.
 PD_HD inline SliceBox coarse_slice_box(const SliceBox& fine, const HaloBinning& h) {
   SliceBox c;  // empty
   if (fine.col_begin >= fine.col_end || fine.row_begin >= fine.row_end) return c;
-  c.col_begin = h.pad + fine.col_begin / h.factor;
-  c.col_end = h.pad + (fine.col_end + h.factor - 1) / h.factor;
-  c.row_begin = h.pad + fine.row_begin / h.factor;
-  c.row_end = h.pad + (fine.row_end + h.factor - 1) / h.factor;
+  c.col_begin = h.pad_cols + fine.col_begin / h.factor;
+  c.col_end = h.pad_cols + (fine.col_end + h.factor - 1) / h.factor;
+  c.row_begin = h.pad_rows + fine.row_begin / h.factor;
+  c.row_end = h.pad_rows + (fine.row_end + h.factor - 1) / h.factor;
   return c;
 }
 
@@ -854,7 +856,7 @@ PD_HD inline SliceBox coarse_slice_box(const SliceBox& fine, const HaloBinning& 
 PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, const float* halo_variance_mm2,
                                  int coarse_row, int coarse_col, double px_mm, double py_mm, float* image_out,
                                  float* sx_out, float* sy_out) {
-  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  const int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
   double sum = 0, weighted_variance = 0;
   if (r0 >= 0 && c0 >= 0) {
     for (int r = r0; r < r0 + h.factor && r < h.fine_rows; ++r)
@@ -881,7 +883,7 @@ PD_HD inline void halo_bin_pixel_from_column_bins(const HaloBinning& h, const do
                                                   float* sy_out) {
   const int b = h.column_bin;
   const int bins_per_row = (h.fine_cols + b - 1) / b;
-  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  const int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
   double sum = 0, weighted_variance = 0;
   if (r0 >= 0 && c0 >= 0) {
     const int j0 = c0 / b, j_end = j0 + h.factor / b < bins_per_row ? j0 + h.factor / b : bins_per_row;

@@ -876,18 +876,17 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           const int f_tile = static_cast<int>(std::ceil(options_.cutoff_sigmas * widest_halo_mm /
                                                         (kMaxTileRadiusPx * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min)));
           const int f = kernels::halo_factor(halo_nominal_factor, f_tile, args.halo_column_bin);
-          const int pad = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
-                                                     (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
-          BevGrid hg = grid;
-          hg.pitch_x_mm = f * grid.pitch_x_mm;
-          hg.pitch_y_mm = f * grid.pitch_y_mm;
-          hg.cols = (grid.cols + f - 1) / f + 2 * pad;
-          hg.rows = (grid.rows + f - 1) / f + 2 * pad;
-          hg.x0_mm = grid.x0_mm + 0.5 * (f - 1) * grid.pitch_x_mm - pad * hg.pitch_x_mm;
-          hg.y0_mm = grid.y0_mm + 0.5 * (f - 1) * grid.pitch_y_mm - pad * hg.pitch_y_mm;
-          const kernels::HaloBinning binning{f, pad, grid.cols, grid.rows, hg.cols, hg.rows, args.halo_column_bin};
-          spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (pad {}, {} rays per column sum), {} stack slices, widest halo sigma {:.1f} mm", label,
-                        hg.cols, hg.rows, hg.pitch_x_mm, pad, args.halo_column_bin, stack_slices, std::sqrt(images.max_halo_variance_mm2));
+          const int reach = static_cast<int>(std::ceil(options_.cutoff_sigmas * std::sqrt(images.max_halo_variance_mm2) /
+                                                       (f * std::min(grid.pitch_x_mm, grid.pitch_y_mm) * m_min))) + 1;
+          const HaloPads pads = halo_pads(grid, f, reach, beam_from_out_index, og.size);
+          const BevGrid hg = halo_grid(grid, f, pads);
+          const kernels::HaloBinning binning{f,         pads.cols_before, pads.rows_before, grid.cols,
+                                             grid.rows, hg.cols,          hg.rows,          args.halo_column_bin};
+          spdlog::debug("{}: halo grid {}x{} at {:.1f} mm (reach {}, pads {}/{} before, {}/{} after; {} rays per "
+                        "column sum), {} stack slices, widest halo sigma {:.1f} mm",
+                        label, hg.cols, hg.rows, hg.pitch_x_mm, reach, pads.cols_before, pads.rows_before,
+                        pads.cols_after, pads.rows_after, args.halo_column_bin, stack_slices,
+                        std::sqrt(images.max_halo_variance_mm2));
           const auto t_halo = Clock::now();
           exec.start_halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
           halo_call_s = seconds_since(t_halo);

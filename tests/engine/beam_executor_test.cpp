@@ -78,7 +78,7 @@ TEST(HaloColumnSums, TheColumnBinIsOneTwoFourOrEight) {
 }
 
 TEST(HaloColumnSums, TheBinningReadsTheLayerImagesColumnSumsWithAFactorThatTilesThem) {
-  pe::kernels::HaloBinning h{16, 3, 130, 120, 15, 14, 8};
+  pe::kernels::HaloBinning h{16, 3, 3, 130, 120, 15, 14, 8};
   EXPECT_NO_THROW(pe::check_halo_binning(h, 8));
   std::string m = message_of<InternalError>([&] { pe::check_halo_binning(h, 4); });
   EXPECT_NE(m.find("halo binning: column bin 8 with factor 16; the layer images summed over 4 columns"),

@@ -563,7 +563,7 @@ __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels:
   if (p < stack_slices) coarse_boxes[p] = kernels::coarse_slice_box(fine_boxes[p], h);  // hplane ≥ 1
   int coarse_col, coarse_row, st;
   pixels.split(p, &coarse_col, &coarse_row, &st);
-  const int r0 = (coarse_row - h.pad) * h.factor, c0 = (coarse_col - h.pad) * h.factor;
+  const int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
   float value = 0.0f, sigma_x = 0.0f, sigma_y = 0.0f;
   // (Zeros without reading the column sums outside the slice's box too, not
   // only in the pad: 155 µs either way on the water cube, H100; 184 with the

@@ -20,7 +20,7 @@ TEST(GpuBeamExecutor, StartHaloBeforeLayerImagesWithAHaloIsAnInternalError) {
   if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
   const auto exec = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
   pe::kernels::BevGeometry fine{}, coarse{};
-  const pe::kernels::HaloBinning binning{1, 0, 4, 4, 4, 4, 1};  // column bin 1: the executor's before any layer images
+  const pe::kernels::HaloBinning binning{1, 0, 0, 4, 4, 4, 4, 1};  // column bin 1: the executor's before any layer images
   const std::string m = message_of<InternalError>(
       [&] { exec->start_halo(fine, coarse, binning, 0, {}, pe::kernels::Affine3{}); });
   EXPECT_NE(m.find("start_halo: no layer images with a halo before it"), std::string::npos) << m;
