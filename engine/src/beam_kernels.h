@@ -407,15 +407,15 @@ PD_HD inline double cidd_on_segment(const CurveNode& s, double w) {
 
 /// CIDD (MeV per proton) of a curve of n nodes, as physics::
 /// CumulativeDepthDose::cidd_mev finds it: the segment by division when the
-/// nodes d_1… are equally spaced by `uniform_step` (> 0; `inv_uniform_step`
-/// its inverse, so that no division is left), else by bisection; then the
+/// nodes d_1… are equally spaced by 1/inv_uniform_step (inv_uniform_step > 0:
+/// a product, no division), else by bisection; then the
 /// same formula. The results agree with physics' to rounding
 /// (tests/engine/beam_kernels_test.cpp).
-PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double uniform_step, double inv_uniform_step, double w) {
+PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double inv_uniform_step, double w) {
   if (n < 2 || w <= 0.0) return 0.0;
   if (w >= nodes[n - 1].depth_mm) return nodes[n - 1].cidd_mev;
   int lo;
-  if (uniform_step > 0.0) {
+  if (inv_uniform_step > 0.0) {
     if (w < nodes[1].depth_mm) {
       lo = 0;
     } else {
@@ -441,34 +441,34 @@ PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double uniform_step,
 /// water cube's interpolated curves have 220–450 unequally spaced nodes,
 /// some closer than 0.01 mm: a 1 mm step crosses ~2). The same segment and
 /// formula as cidd_mev, so the same value bit for bit; equally spaced nodes
-/// take cidd_mev's division. Precondition: each w ≥ the previous one.
+/// take cidd_mev's division. Precondition: each w ≥ the previous one, on
+/// the same curve (given at every call, not held: the layer kernel reads it
+/// from its shared copy of the layer's tables; held, its pointer, node count
+/// and step took five of the kernel's 80 registers).
 class CiddWalk {
  public:
-  PD_HD CiddWalk(const CurveNode* nodes, int n, double uniform_step, double inv_uniform_step)
-      : nodes_(nodes), n_(n), uniform_step_(uniform_step), inv_uniform_step_(inv_uniform_step) {}
-
-  PD_HD double operator()(double w) {
-    if (uniform_step_ > 0.0 || n_ < 2) return cidd_mev(nodes_, n_, uniform_step_, inv_uniform_step_, w);
+  PD_HD double at(const CurveNode* nodes, int n, double inv_uniform_step, double w) {
+    if (inv_uniform_step > 0.0 || n < 2) return cidd_mev(nodes, n, inv_uniform_step, w);
     if (w <= 0.0) return 0.0;
     if (lo_ < 0) {  // the ray's first face
       lo_ = 0;
-      next_depth_mm_ = load_curve_depth(nodes_ + 1);
+      next_depth_mm_ = load_curve_depth(nodes + 1);
     }
-    if (w >= next_depth_mm_) walk(w);
-    if (lo_ == n_ - 1) return load_curve_node(nodes_ + lo_).cidd_mev;  // at or past the last node
-    return cidd_on_segment(load_curve_node(nodes_ + lo_), w);
+    if (w >= next_depth_mm_) walk(nodes, n, w);
+    if (lo_ == n - 1) return load_curve_node(nodes + lo_).cidd_mev;  // at or past the last node
+    return cidd_on_segment(load_curve_node(nodes + lo_), w);
   }
 
  private:
   /// Moves lo_ to the last node at or before w (n − 1: past the curve's
   /// end) and next_depth_mm_ to the depth of the node after it (∞ past the end).
-  PD_HD void walk(double w) {
+  PD_HD void walk(const CurveNode* nodes, int n, double w) {
     constexpr double kBeyond = 1.0e300;
     for (;;) {
       double d[4];
       int ahead = 0;  // the nodes ≤ w among lo_+1 … lo_+4 are a prefix of them (strictly increasing)
       for (int j = 0; j < 4; ++j) {
-        d[j] = lo_ + 1 + j <= n_ - 1 ? load_curve_depth(nodes_ + lo_ + 1 + j) : kBeyond;
+        d[j] = lo_ + 1 + j <= n - 1 ? load_curve_depth(nodes + lo_ + 1 + j) : kBeyond;
         ahead += d[j] <= w ? 1 : 0;
       }
       lo_ += ahead;
@@ -479,17 +479,15 @@ class CiddWalk {
     }
   }
 
-  const CurveNode* nodes_;
-  int n_;
-  double uniform_step_, inv_uniform_step_;
   int lo_ = -1;  ///< the segment of the last face; −1: none yet
   double next_depth_mm_ = 0.0;
 };
 
 /// The scalars the layer kernel reads about one energy layer.
 struct LayerScalars {
-  double curve_uniform_step_mm;  ///< > 0: equally spaced CIDD nodes d_1… (division instead of search)
-  double curve_inv_uniform_step_mm;  ///< its inverse (0 when not equally spaced)
+  /// > 0: the CIDD nodes d_1… are equally spaced by its inverse (cidd_mev
+  /// finds the segment by a product instead of a search); 0: they are not.
+  double curve_inv_uniform_step_mm;
   double inv_wepl_step_mm;       ///< 1 / node spacing of the uniform WEPL tables
   double halo_max_wepl_mm;       ///< the halo tables' WEPL is clamped here
   /// halo_sigma_mm holds the width the halo adds to the pencil's own core in
@@ -647,7 +645,10 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // D_max (the air before the patient: dose to water there is the plateau's).
   // The faces' WEPL never decreases along the ray: each lookup walks on from
   // the previous face's segment of the curve.
-  CiddWalk cidd_at(L.curve, L.curve_nodes, L.curve_uniform_step_mm, L.curve_inv_uniform_step_mm);
+  CiddWalk walk;
+  const auto cidd_at = [&](double wepl_mm) {
+    return walk.at(L.curve, L.curve_nodes, L.curve_inv_uniform_step_mm, wepl_mm);
+  };
   // The loop is bound by the latency of its loads (ncu, H100: half the stalls
   // wait on them), so the trace values of the next slice are loaded one step
   // ahead, and each face's WEPL is read once: a step's far face is the next

@@ -800,7 +800,6 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           stack_slices += static_cast<std::size_t>(L.slices);
           HostLayerTables& t = tables[li - group_begin];
           set_beam_layer_tables(L, li, t);
-          t.scalars.curve_uniform_step_mm = L.curve->uniform_step_mm();
           t.scalars.curve_inv_uniform_step_mm = L.curve->uniform_step_mm() > 0 ? 1.0 / L.curve->uniform_step_mm() : 0.0;
           const DoseEngine::LayerPhysics& P = *L.physics;
           kernels::LayerScalars& sc = t.scalars;

@@ -39,8 +39,8 @@ TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveByDivisionAndByBisection) {
     const double inv_step = c.uniform_step_mm() > 0 ? 1.0 / c.uniform_step_mm() : 0.0;
     for (double w = -1.0; w <= c.end_depth_mm() + 2.0; w += 0.0173) {
       const double expected = c.cidd_mev(w);
-      const double bisected = k::cidd_mev(nodes.data(), n, 0.0, 0.0, w);
-      const double divided = k::cidd_mev(nodes.data(), n, c.uniform_step_mm(), inv_step, w);
+      const double bisected = k::cidd_mev(nodes.data(), n, 0.0, w);
+      const double divided = k::cidd_mev(nodes.data(), n, inv_step, w);
       ASSERT_NEAR(bisected, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
       ASSERT_NEAR(divided, expected, 1e-12 * c.total_energy_mev()) << e << " MeV, " << w << " mm";
     }
@@ -64,22 +64,23 @@ TEST(BeamKernels, CiddWalkedAlongARayEqualsTheBisectionBitwise) {
     ++walked_curves;
     const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
     const int n = static_cast<int>(nodes.size());
-    const auto bisected = [&](double w) { return k::cidd_mev(nodes.data(), n, 0.0, 0.0, w); };
+    const auto bisected = [&](double w) { return k::cidd_mev(nodes.data(), n, 0.0, w); };
     for (int ray = 0; ray < 50; ++ray) {
-      k::CiddWalk walk(nodes.data(), n, 0.0, 0.0);
+      k::CiddWalk walk;
       // Steps of 0–3 mm, a repeated depth, jumps over many nodes (more than
       // one round of four), to and past the last node.
       for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += (ray % 10 == 0 ? 17.0 : step_mm(rng))) {
-        ASSERT_EQ(walk(w), bisected(w)) << e << " MeV, ray " << ray << ", " << w << " mm";
-        ASSERT_EQ(walk(w), bisected(w)) << "the same depth twice, " << w << " mm";
+        ASSERT_EQ(walk.at(nodes.data(), n, 0.0, w), bisected(w)) << e << " MeV, ray " << ray << ", " << w << " mm";
+        ASSERT_EQ(walk.at(nodes.data(), n, 0.0, w), bisected(w)) << "the same depth twice, " << w << " mm";
       }
       if (ray % 10 == 0) ++long_walks;
     }
     // Exactly on nodes, the last one included, and past the end.
-    k::CiddWalk walk(nodes.data(), n, 0.0, 0.0);
-    for (int i = 1; i < n; i += 7) ASSERT_EQ(walk(nodes[i].depth_mm), bisected(nodes[i].depth_mm)) << "node " << i;
-    EXPECT_EQ(walk(nodes[n - 1].depth_mm), nodes[n - 1].cidd_mev);
-    EXPECT_EQ(walk(nodes[n - 1].depth_mm + 1.0), nodes[n - 1].cidd_mev);
+    k::CiddWalk walk;
+    const auto walked = [&](double w) { return walk.at(nodes.data(), n, 0.0, w); };
+    for (int i = 1; i < n; i += 7) ASSERT_EQ(walked(nodes[i].depth_mm), bisected(nodes[i].depth_mm)) << "node " << i;
+    EXPECT_EQ(walked(nodes[n - 1].depth_mm), nodes[n - 1].cidd_mev);
+    EXPECT_EQ(walked(nodes[n - 1].depth_mm + 1.0), nodes[n - 1].cidd_mev);
   }
   EXPECT_GT(walked_curves, 0) << "no curve with unequally spaced nodes";
   EXPECT_GT(long_walks, 0);
@@ -93,9 +94,9 @@ TEST(BeamKernels, CiddWalkOnEquallySpacedNodesTakesTheDivision) {
     const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
     const int n = static_cast<int>(nodes.size());
     const double inv_step = 1.0 / c.uniform_step_mm();
-    k::CiddWalk walk(nodes.data(), n, c.uniform_step_mm(), inv_step);
+    k::CiddWalk walk;
     for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += 0.731)
-      ASSERT_EQ(walk(w), k::cidd_mev(nodes.data(), n, c.uniform_step_mm(), inv_step, w)) << e << " MeV, " << w;
+      ASSERT_EQ(walk.at(nodes.data(), n, inv_step, w), k::cidd_mev(nodes.data(), n, inv_step, w)) << e << " MeV, " << w;
   }
 }
 
@@ -111,7 +112,7 @@ TEST(BeamKernels, CurveNodesHoldEachSegmentsHalfSlope) {
   EXPECT_EQ(nodes[2].cidd_mev, 0.8);
   EXPECT_EQ(nodes[2].idd_mev_cm2_g, 1.0);
   // On its segment: cidd + 0.1·t·(idd + ½·slope·t) (per mm of water, 0.1 g/cm²).
-  EXPECT_DOUBLE_EQ(k::cidd_mev(nodes.data(), 4, 0.0, 0.0, 2.0), 0.3 + 0.1 * 1.0 * (4.0 - 0.75 * 1.0));
+  EXPECT_DOUBLE_EQ(k::cidd_mev(nodes.data(), 4, 0.0, 2.0), 0.3 + 0.1 * 1.0 * (4.0 - 0.75 * 1.0));
 }
 
 // The branch-free lookup that layer_ray shares between tables on the same
@@ -411,7 +412,6 @@ struct SyntheticLayer {
     s.dose_to_water = true;
     s.cutoff_sigmas = 3.0f;
     s.spot_cutoff_sigmas = 3.0;
-    L.curve_uniform_step_mm = curve.uniform_step_mm();
     L.curve_inv_uniform_step_mm = curve.uniform_step_mm() > 0 ? 1.0 / curve.uniform_step_mm() : 0.0;
     L.inv_wepl_step_mm = 2.0;
     L.spread_sigma_x_iso_mm = 2.0;

@@ -391,15 +391,17 @@ struct FluenceBoxSum {
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
-// 3 blocks of 256 threads per SM (≤ 80 registers): the per-ray loop is
-// latency-bound (global loads). With the CIDD walk along the ray, 4 blocks
-// (≤ 64 registers) spilled 92 bytes and ran 2,130–2,158 µs against 2,086–2,101
-// here (768 M warp instructions against 811 M; ncu, water cube, H100); before
-// the walk, 4 blocks had won (the float version then spilled at 5 blocks).
+// 4 blocks of 256 threads per SM (≤ 64 registers): the per-ray loop is
+// latency-bound (global loads, dependent double arithmetic), so warps in
+// flight count. It fits without spilling since the CIDD walk takes its curve
+// from the shared tables at every face (kernels::CiddWalk): 1,606 → 1,529 µs
+// against 3 blocks (882 → 917 M warp instructions, the rest rematerialised;
+// ncu, water cube, H100, 2026-11-26). Earlier, 4 blocks spilled 20–92 bytes
+// and lost or gained within 3 %.
 // Index: std::size_t, or unsigned where every trace and stack index fits
 // (layer_images' check; kernels::layer_ray says what it saves).
 template <class Index, int kColumnBin>
-__global__ void __launch_bounds__(kThreads, 3) layer_kernel(kernels::LayerStackArgs s, LayerRayLayout layout,
+__global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, LayerRayLayout layout,
                              double* halo_share_sum, double* halo_weighted_sum,
                              const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
