@@ -406,10 +406,10 @@ PD_HD inline double cidd_on_segment(const CurveNode& s, double w) {
 }
 
 /// CIDD (MeV per proton) of a curve of n nodes, as physics::
-/// CumulativeDepthDose::cidd_mev finds it: the segment by division when the
-/// nodes d_1… are equally spaced by 1/inv_uniform_step (inv_uniform_step > 0:
-/// a product, no division), else by bisection; then the
-/// same formula. The results agree with physics' to rounding
+/// CumulativeDepthDose::cidd_mev finds it: the segment from the depth when
+/// the nodes d_1… are equally spaced by 1/inv_uniform_step (inv_uniform_step
+/// > 0; a product where physics divides), else by bisection; then the same
+/// formula. The results agree with physics' to rounding
 /// (tests/engine/beam_kernels_test.cpp).
 PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double inv_uniform_step, double w) {
   if (n < 2 || w <= 0.0) return 0.0;
