@@ -140,8 +140,7 @@ using Variant = testing::MethodVariant;
 class SliceBoxes : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
     options_.deterministic = GetParam().deterministic;
     options_.tile_dispatch = GetParam().dispatch;
   }
@@ -192,25 +191,16 @@ TEST_P(SliceBoxes, UniformSlicesGiveBitwiseTheSameOutput) {
   expect_same_with_and_without(b.stack, b.boxes, &groups, reproducible);
 }
 
-// The slice summary's methods, but the device-launched tile scatter and the
-// atomic scatter in deterministic mode: there the comparison is bitwise (the
-// float modes of both are covered by the summary's suite and the others).
-INSTANTIATE_TEST_SUITE_P(
-    Methods, SliceBoxes,
-    ::testing::Values(Variant{SuperpositionMethod::kGpuScatterTensorCore, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTensorCore, true, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTiled, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTiled, true, TileDispatch::kFromDevice},
-                      Variant{SuperpositionMethod::kGpuScatterRegisterBlocked, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterAtomic, true, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuGatherExact, false, TileDispatch::kFromHost}),
-    testing::method_variant_name<::testing::TestParamInfo<Variant>>);
+// Every method, the device-launched tile scatter and the atomic scatter in
+// deterministic mode: the comparison is bitwise (their float modes are
+// covered by the slice summary's suite and the others).
+INSTANTIATE_TEST_SUITE_P(Methods, SliceBoxes, ::testing::ValuesIn(testing::every_method_variant(true)),
+                         testing::method_variant_name<::testing::TestParamInfo<Variant>>);
 
 class SliceBoxContract : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 };
 

@@ -101,8 +101,7 @@ struct Variant {
 class SliceGroups : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 };
 
@@ -188,7 +187,7 @@ TEST_P(SliceGroups, WithScatteredSlicesAreTheUngroupedOnesAddedInOrder) {
 // Groups without their device arrays, or a negative count: an InputError
 // before anything runs, naming what is missing.
 TEST(SliceGroupsInput, WithoutTheirArraysAreAnInputError) {
-  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  PROTONDOSE_SKIP_WITHOUT_GPU();
   const Stack st = mixed_stack();
   const std::size_t n = st.shape.pixel_count();
   DeviceArrays d;

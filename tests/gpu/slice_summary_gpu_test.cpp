@@ -121,8 +121,7 @@ using Variant = testing::MethodVariant;
 class SliceSummary : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
     options_.deterministic = GetParam().deterministic;
     options_.tile_dispatch = GetParam().dispatch;
   }
@@ -191,19 +190,11 @@ TEST_P(SliceSummary, InvalidPixelsAreReportedAsWithoutASummary) {
   expect_same_with_and_without(st);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Methods, SliceSummary,
-    ::testing::Values(Variant{SuperpositionMethod::kGpuScatterTensorCore, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTensorCore, true, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTiled, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterTiled, false, TileDispatch::kFromDevice},
-                      Variant{SuperpositionMethod::kGpuScatterRegisterBlocked, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuScatterAtomic, false, TileDispatch::kFromHost},
-                      Variant{SuperpositionMethod::kGpuGatherExact, false, TileDispatch::kFromHost}),
-    testing::method_variant_name<::testing::TestParamInfo<Variant>>);
+INSTANTIATE_TEST_SUITE_P(Methods, SliceSummary, ::testing::ValuesIn(testing::every_method_variant(false)),
+                         testing::method_variant_name<::testing::TestParamInfo<Variant>>);
 
 TEST(SliceSummaryContract, ASettledSliceIsNotRead) {
-  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  PROTONDOSE_SKIP_WITHOUT_GPU();
   // The pixels say σ 2.0; the summary says 1.0. The separable passes take the
   // summary's σ, so the output is that of a stack with σ 1.0: the slice was
   // settled by the summary, not read.

@@ -7,7 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "protondose/gpu/device_superposition.h"
 #include "protondose/gpu/superposition.h"
+
+/// Skips the test (or the fixture's SetUp) it stands in where no CUDA device
+/// is present: CI builds and runs the GPU suites without one.
+#define PROTONDOSE_SKIP_WITHOUT_GPU()                 \
+  if (::protondose::gpu_device_count() != 0) {        \
+  } else                                              \
+    GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped"
 
 namespace protondose::testing {
 
@@ -89,6 +97,22 @@ struct MethodVariant {
   bool deterministic;
   TileDispatch dispatch;
 };
+
+/// Every GPU method and the paths its options choose: the tensor cores in
+/// both modes, the tile scatter launched from the host and from the device,
+/// the register-blocked and atomic scatters, the gather. `bitwise`: where a
+/// method's float mode differs from run to run (the device-launched tiles,
+/// the atomic scatter), its deterministic mode instead, so that a suite can
+/// compare outputs bitwise.
+inline std::vector<MethodVariant> every_method_variant(bool bitwise) {
+  return {{SuperpositionMethod::kGpuScatterTensorCore, false, TileDispatch::kFromHost},
+          {SuperpositionMethod::kGpuScatterTensorCore, true, TileDispatch::kFromHost},
+          {SuperpositionMethod::kGpuScatterTiled, false, TileDispatch::kFromHost},
+          {SuperpositionMethod::kGpuScatterTiled, bitwise, TileDispatch::kFromDevice},
+          {SuperpositionMethod::kGpuScatterRegisterBlocked, false, TileDispatch::kFromHost},
+          {SuperpositionMethod::kGpuScatterAtomic, bitwise, TileDispatch::kFromHost},
+          {SuperpositionMethod::kGpuGatherExact, false, TileDispatch::kFromHost}};
+}
 
 /// gtest name of a MethodVariant: "gpu_scatter_tiled_deterministic_device_dispatch".
 template <class ParamInfo>

@@ -22,8 +22,7 @@ constexpr double kTolerance = 1e-5;
 class GpuSuperposition : public ::testing::TestWithParam<SuperpositionMethod> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 
   std::vector<float> run(const Stack& st, SuperpositionOptions options = {}) {
@@ -165,8 +164,7 @@ INSTANTIATE_TEST_SUITE_P(AllGpuMethods, GpuSuperposition,
 class DeviceSuperposerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 };
 
@@ -224,8 +222,7 @@ namespace {
 class GpuConvolution : public ::testing::TestWithParam<ConvolutionMethod> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 };
 
@@ -295,7 +292,7 @@ namespace {
 // same kernels, reachable by compute-sanitizer racecheck (which cannot follow
 // device-side launches), and the same result.
 TEST(GpuTiledHostDispatch, EveryRadiusMatchesTheOracle) {
-  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  PROTONDOSE_SKIP_WITHOUT_GPU();
   SuperpositionOptions options;
   options.tile_dispatch = TileDispatch::kFromHost;
   for (int r_max : {1, 3, 8, 12, 13, 20, 32, 40}) {
@@ -319,7 +316,7 @@ namespace protondose {
 namespace {
 
 TEST(GpuConvolutionValidation, DirectDesignsNeedOneSigmaAndAKernelThatFitsConstantMemory) {
-  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  PROTONDOSE_SKIP_WITHOUT_GPU();
   const std::vector<float> image(2 * 16 * 16, 1.0f);
   const std::vector<float> differing{1.0f, 2.0f}, wide{30.0f, 30.0f};  // r = 90 px > 63
   std::vector<float> out(image.size());
@@ -393,8 +390,7 @@ namespace {
 class GpuTensorCoreEveryRadius : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
     options_.tensor_core_min_radius_px = 1;
   }
   void expect_matches_oracle(const testing::Stack& st) {

@@ -59,8 +59,7 @@ DeviceRun run_on_device(SuperpositionMethod method, const Stack& st, const Super
 class UniformSlices : public ::testing::TestWithParam<SuperpositionMethod> {
  protected:
   void SetUp() override {
-    if (gpu_device_count() == 0)
-      GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+    PROTONDOSE_SKIP_WITHOUT_GPU();
   }
 
   /// The method with the split on matches the oracle and the method with the
@@ -155,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(HostLaunchedScatters, UniformSlices,
                          testing::method_test_name<::testing::TestParamInfo<SuperpositionMethod>>);
 
 TEST(UniformSlicesDeviceDispatch, TheDeviceLaunchedTileScatterNeverSplits) {
-  if (gpu_device_count() == 0) GTEST_SKIP() << "no CUDA device present (or built without CUDA): GPU test skipped";
+  PROTONDOSE_SKIP_WITHOUT_GPU();
   Stack st = testing::random_stack("uniform, device-launched", 304u, 3, 40, 40, 1, false);
   for (int s = 0; s < 3; ++s) make_slice_uniform(st, s, 1.5f + s, 1.5f + s);
   SuperpositionOptions options;
