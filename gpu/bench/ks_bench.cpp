@@ -186,6 +186,8 @@ int main(int argc, char** argv) {
   bool quick = false, cpu_only = false, skip_cpu_single = false;
   std::string sections = "ABCD";
   int profile_radius = 0;
+  std::vector<int> d_radii, d_fixed_radii;
+  bool d_no_fixed = false;
   app.add_option("--out", out_path, "Also write the report (Markdown) to this file");
   app.add_option("--repetitions", repetitions, "Timed runs per case (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--warmup", warmup, "Untimed warm-up runs per case")->check(CLI::Range(0, 100));
@@ -200,6 +202,15 @@ int main(int argc, char** argv) {
                  "Only run the fixed-radius kernels (tile scatter, tensor cores) once each at this radius on "
                  "64 × 512², untimed: the launches a profiler looks at")
       ->check(CLI::Range(1, pd::kMaxTileRadiusPx));
+  app.add_option("--d-radii", d_radii,
+                 "Section D: only these r_max of the batched 64 × 512² cases (comma-separated; the depth stack "
+                 "always runs)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, pd::kMaxTileRadiusPx));
+  app.add_option("--d-fixed", d_fixed_radii, "Section D: only these radii of the fixed-radius crossover table")
+      ->delimiter(',')
+      ->check(CLI::Range(1, pd::kMaxTileRadiusPx));
+  app.add_flag("--d-no-fixed", d_no_fixed, "Section D: skip the fixed-radius crossover table");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -403,7 +414,10 @@ int main(int argc, char** argv) {
                   "products / useful | max rel. error vs gather (all, crossover, det.) |");
       report.line("|---|---|---|---|---|---|---|---|---|---|---|");
       std::vector<std::pair<std::string, HostStack>> d_cases;
-      for (int r_max : quick ? std::vector<int>{4, 8, 16} : std::vector<int>{2, 4, 6, 8, 12, 16, 24, 32})
+      const std::vector<int> r_max_list = !d_radii.empty() ? d_radii
+                                          : quick          ? std::vector<int>{4, 8, 16}
+                                                           : std::vector<int>{2, 4, 6, 8, 12, 16, 24, 32};
+      for (int r_max : r_max_list)
         d_cases.emplace_back(std::to_string(quick ? 8 : 64) + " × 512², r_max " + std::to_string(r_max),
                              paper_stack(2000u + r_max, quick ? 8 : 64, 512, 512, r_max));
       d_cases.emplace_back("200 × 192², σ 0.5→6 px with depth", depth_stack(3000u, 200, 192));
@@ -430,13 +444,18 @@ int main(int argc, char** argv) {
       }
       report.line("");
       // The crossover: one 512² image per fixed radius, every tile at r (the paper's experiment).
+      const std::vector<int> fixed_list = d_no_fixed              ? std::vector<int>{}
+                                          : !d_fixed_radii.empty() ? d_fixed_radii
+                                          : quick ? std::vector<int>{2, 4, 8}
+                                                  : std::vector<int>{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32};
+      if (!fixed_list.empty()) {
       report.line("Crossover, 512² (64 slices), every tile at fixed r: tile scatter vs tensor cores");
       report.line("");
       report.line("| r | tiled fixed r (ms) | tensor cores fixed r, fresh row sums (ms) | chained accumulation (ms) | "
                   "tensor cores / tiled | paper-executed taps/s (fresh, chained) | useful taps/s (fresh) | "
                   "max rel. error vs gather (tiled, fresh, chained) |");
       report.line("|---|---|---|---|---|---|---|---|");
-      for (int r : quick ? std::vector<int>{2, 4, 8} : std::vector<int>{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}) {
+      for (int r : fixed_list) {
         const HostStack st = paper_stack(6000u + r, quick ? 8 : 64, 512, 512, r);
         const pd::SuperpositionOptions defaults;
         const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), defaults, r, warmup, repetitions);
@@ -455,6 +474,7 @@ int main(int argc, char** argv) {
                     fmt("%.1e", relative_error(chained.output, reference)) + " |");
       }
       report.line("");
+      }
     }
     if (!out_path.empty()) pd::write_text_atomically(out_path, report.str());
     return 0;
