@@ -20,6 +20,11 @@
 // remainder, and the three products hi·hi + hi·lo + lo·hi keep the sum at
 // float accuracy (the neglected lo·lo is ≤ 2⁻²⁰ of it).
 //
+// Two kernels compute these products: for tiles of radius R ≤ 8 (the region
+// two 16-row blocks high) one warp per tile, which loads each horizontal
+// weight fragment once for both blocks (scatter_tensor_core_warp_kernel);
+// above, one warp per 16-row block of a tile (scatter_tensor_core_kernel).
+//
 // Numerics of the accumulation: the tensor cores' FP32 accumulation is not
 // round-to-nearest — one chain of mma per output block over a whole tile
 // drifted to 1.5·10⁻⁵ of max(O) at r 32 — so by default every few source
@@ -113,52 +118,63 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// erfc((d + ½)·a) for d = 0, 1, 2, … in turn, the weight tables' one erfc
+/// ½·erfc((d + ½)·a) for d = 0, 1, 2, … in turn, the weight tables' one erfc
 /// per pixel, axis and d: erfc(z) = t·Q(t)·exp(−z²) with t = 1/(1 + 0.39 z)
 /// and Q of degree 5, fitted for this (least squares of the absolute error
 /// over 3,000 points z ∈ [0, 6], reweighted 30 times toward the minimax,
-/// 0.39 the best of p = 0.25 … 0.60: |error| ≤ 8.3·10⁻⁹ in exact arithmetic),
-/// and exp(−z²) carried from one d to the next by two multiplications
-/// (z_{d+1}² − z_d² = (2d + 2)·a², so the factor is exp(−2a²)^{d+1}). Per d:
-/// one rcp.approx and 11 more instructions, where the Numerical Recipes fit
-/// erfc = t·exp(−z² + P(t)) took an rcp, an ex2 and 14 more. In float (CPU
-/// emulation, σ 0.2–11 px) the weights K(d) come within 3.6·10⁻⁷ of the
-/// exact ones and Σ|ΔK| over a kernel within 2.2·10⁻⁶; the NR fit's: 3.0·10⁻⁷
-/// and 2.3·10⁻⁶ (erfcf's K: 5.3·10⁻⁸). ftz: values below 2⁻¹²⁶ are 0.
-class ErfcWalk {
+/// 0.39 the best of p = 0.25 … 0.60: |error| ≤ 8.3·10⁻⁹ in exact arithmetic).
+/// Walked from one d to the next without a product or a constant reloaded:
+/// - 1 + 0.39 z grows by 0.39 a per d (one add; t's rcp.approx then reads it);
+/// - exp(−z²) by two multiplications (z_{d+1}² − z_d² = (2d + 2)·a², so the
+///   factor is exp(−2a²)^{d+1});
+/// - Q's leading coefficient c₅ and the ½ of K(d) = ½[erfc − erfc] ride in
+///   that Gaussian factor, so that Q is evaluated monic: t + b₄, then four
+///   FFMA with one immediate each (b_i = c_i / c₅).
+/// Per d: one rcp.approx and 10 more instructions (the unscaled walk took 14,
+/// two of them reloading constants; the Numerical Recipes fit erfc =
+/// t·exp(−z² + P(t)) an rcp, an ex2 and 14 more). In float (CPU emulation,
+/// σ 0.2–11 px) the weights K(d) come within 3.7·10⁻⁷ of the exact ones and
+/// Σ|ΔK| over a kernel within 2.2·10⁻⁶ (erfcf's K: 5.3·10⁻⁸). ftz: values
+/// below 2⁻¹²⁶ are 0. a = 0 (σ ≈ 0: a local deposit) walks zeros.
+class HalfErfcWalk {
  public:
-  explicit __device__ ErfcWalk(float a) : z_(0.5f * a), step_(a) {
-    gauss_ = exp2_approx(-kLog2e * z_ * z_);
+  explicit __device__ HalfErfcWalk(float a) : w_(fmaf(kP, 0.5f * a, 1.0f)), w_step_(kP * a) {
+    const float z = 0.5f * a;
+    gauss_ = a == 0.0f ? 0.0f : 0.5f * kC5 * exp2_approx(-kLog2e * z * z);
     ratio_step_ = exp2_approx(-2.0f * kLog2e * a * a);
     ratio_ = ratio_step_;
   }
-  /// erfc at the current argument.
+  /// ½·erfc at the current argument.
   __device__ float value() const {
     float t;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.39f, z_, 1.0f)));
-    float q = -2.2753774031e-01f;
-    q = fmaf(q, t, 8.8666688605e-01f);
-    q = fmaf(q, t, -6.3540436990e-01f);
-    q = fmaf(q, t, 6.4956270349e-01f);
-    q = fmaf(q, t, 9.1387088478e-02f);
-    q = fmaf(q, t, 2.3532543048e-01f);
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(w_));
+    float q = t + kB4;
+    q = fmaf(q, t, kB3);
+    q = fmaf(q, t, kB2);
+    q = fmaf(q, t, kB1);
+    q = fmaf(q, t, kB0);
     return q * t * gauss_;
   }
   /// On to the next d.
   __device__ void advance() {
-    z_ += step_;
+    w_ += w_step_;
     gauss_ *= ratio_;
     ratio_ *= ratio_step_;
   }
 
  private:
   static constexpr float kLog2e = 1.4426950408889634f;
+  static constexpr float kP = 0.39f;
+  // Q(t) = c₅·(t⁵ + b₄t⁴ + … + b₀), c₅ = −0.22753774031.
+  static constexpr float kC5 = -2.2753774031e-01f;
+  static constexpr float kB4 = -3.8967904175e+00f, kB3 = 2.7925229856e+00f, kB2 = -2.8547470965e+00f,
+                         kB1 = -4.0163486002e-01f, kB0 = -1.0342259274e+00f;
   __device__ static float exp2_approx(float x) {
     float e;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
     return e;
   }
-  float z_, step_, gauss_, ratio_, ratio_step_;
+  float w_, w_step_, gauss_, ratio_, ratio_step_;
 };
 
 /// Weight tables of radius classes up to this radius are written by fully
@@ -181,44 +197,70 @@ __device__ inline int table_row(int d) {
 /// pixel for its weight-table column, 0 beyond min(r, kRadiusMax) (the
 /// pixel's own cut-off), in the sentinel row, and everywhere for an
 /// inactive (zero) pixel. gaussian_weight's formula, one erfc per d (each
-/// K(d) is a difference of two neighbouring erfc values), with ErfcWalk for
-/// erfcf. Every lane
-/// evaluates erfc up to the tile's radius, whatever its own r: lanes of one
-/// warp with different σ do not diverge (a loop to each lane's r and a fill
-/// loop from there cost the warp both maxima).
+/// K(d) is a difference of two neighbouring erfc values), with HalfErfcWalk
+/// for erfcf. Every lane evaluates erfc up to the same d, whatever its own
+/// r: lanes of one warp with different σ do not diverge (a loop to each
+/// lane's r and a fill loop from there cost the warp both maxima). a is
+/// 1/(√2σ) by rcp.approx (≤ 1 ulp; the IEEE division took ten instructions
+/// and a slow-path branch per pixel).
 template <int kRadiusMax, class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
-  const float a = erf_scale(sigma_px);
-  const float half = a == 0.0f ? 0.0f : 0.5f;  // σ ≈ 0: a local deposit, nothing beyond d = 0
-  ErfcWalk erfc(a);
-  float upper = a == 0.0f ? 0.0f : erfc.value();  // erfc((d + ½)·a) for d = 0
-  sink(0, r >= 0 ? 1.0f - upper : 0.0f);
+  float a = 0.0f;
+  if (sigma_px >= kLocalDepositSigmaPx) {
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(a) : "f"(sigma_px));
+    a *= kInvSqrt2;
+  }
+  HalfErfcWalk half_erfc(a);
+  float upper = half_erfc.value();  // ½·erfc((d + ½)·a) for d = 0
+  sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);
   if constexpr (kRadiusMax <= kUnrolledTablesMaxRadius) {
-    // Compile-time store offsets, no loop counter; the branch on the tile's
-    // radius is the same for all lanes.
+    // To the class's largest radius whatever the tile's (at most 3 d more
+    // than it needs): compile-time store offsets, no loop counter and no
+    // branch per d.
 #pragma unroll
-    for (int d = 1; d <= kRadiusMax + 1; ++d) {
-      float k = 0.0f;
-      if (d <= tile_radius && d <= kRadiusMax) {
-        erfc.advance();
-        const float next = erfc.value();
-        if (d <= r) k = half * (upper - next);
-        upper = next;
-      }
-      sink(d, k);
+    for (int d = 1; d <= kRadiusMax; ++d) {
+      half_erfc.advance();
+      const float next = half_erfc.value();
+      sink(d, d <= r ? upper - next : 0.0f);
+      upper = next;
     }
+    sink(kRadiusMax + 1, 0.0f);
   } else {
     const int last = min(tile_radius, kRadiusMax);
 #pragma unroll 4
     for (int d = 1; d <= last; ++d) {
-      erfc.advance();
-      const float next = erfc.value();
-      sink(d, d <= r ? half * (upper - next) : 0.0f);
+      half_erfc.advance();
+      const float next = half_erfc.value();
+      sink(d, d <= r ? upper - next : 0.0f);
       upper = next;
     }
 #pragma unroll 1
     for (int d = last + 1; d <= kRadiusMax + 1; ++d) sink(d, 0.0f);
+  }
+}
+
+/// Writes the weight-table columns of one pixel (value v, widths σx, σy) at
+/// column q of tables [d][column] with row stride kStride: kyv[d] = v·K(d, σy),
+/// kx[d] = K(d, σx), d = 0 … kRadiusMax + 1. Called by all 32 lanes of a warp
+/// together (the choices are warp votes): no erfc for 32 zero pixels; one
+/// erfc loop for both tables where every σx == σy (the paper's experiment; a
+/// beam whose optics are round), the same tables as two loops give.
+template <int kRadiusMax, int kStride>
+__device__ inline void write_pixel_tables(float* kyv, float* kx, int q, float v, float sx, float sy,
+                                          float cutoff_sigmas, int tile_radius) {
+  const auto kyv_column = [&](int d, float k) { kyv[d * kStride + q] = v * k; };
+  const auto kx_column = [&](int d, float k) { kx[d * kStride + q] = k; };
+  if (!__any_sync(0xffffffffu, v != 0.0f)) {
+    for (int d = 0; d <= kRadiusMax + 1; ++d) kyv[d * kStride + q] = kx[d * kStride + q] = 0.0f;
+  } else if (__all_sync(0xffffffffu, sx == sy)) {
+    for_each_weight<kRadiusMax>(sx, cutoff_sigmas, v != 0.0f, tile_radius, [&](int d, float k) {
+      kyv_column(d, k);
+      kx_column(d, k);
+    });
+  } else {
+    for_each_weight<kRadiusMax>(sy, cutoff_sigmas, v != 0.0f, tile_radius, kyv_column);
+    for_each_weight<kRadiusMax>(sx, cutoff_sigmas, v != 0.0f, tile_radius, kx_column);
   }
 }
 
@@ -240,6 +282,37 @@ __device__ inline void add_quad(float* row, int X, int cols, float4 v) {
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     if (cell[i] != 0.0f && X + i >= 0 && X + i < cols) atomicAdd(row + X + i, cell[i]);
+}
+
+/// Adds a tile's output region (shared memory, [kRegionRows][kRegionCols],
+/// origin (x0 − kRadiusClass, y0 − 8RB)) to the output, row by row
+/// (consecutive threads, consecutive cells): in float four cells per vector
+/// atomic, in fixed point one atomic per non-zero cell inside the slice, as
+/// the tile scatter does. Thread `thread` of `threads`.
+template <int kRadiusClass>
+__device__ inline void flush_region(const StackParams& p, const float* region, int x0, int y0, int s, int thread,
+                                    int threads) {
+  using G = MmaGeometry<kRadiusClass>;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+  static_assert(G::kRegionCols % 4 == 0 && kRadiusClass % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
+  if (!p.out_fixed) {
+    constexpr int kQuads = G::kRegionCols / 4;
+    for (int c = thread; c < G::kRegionRows * kQuads; c += threads) {
+      const float4 v = reinterpret_cast<const float4*>(region)[c];
+      if (v.x == 0.0f && v.y == 0.0f && v.z == 0.0f && v.w == 0.0f) continue;
+      const int Y = y0 - 8 * G::RB + c / kQuads, X = x0 - kRadiusClass + 4 * (c % kQuads);
+      if (Y < 0 || Y >= p.rows) continue;  // clipped output grid
+      add_quad(p.out + s * plane + static_cast<std::size_t>(Y) * p.cols, X, p.cols, v);
+    }
+    return;
+  }
+  for (int c = thread; c < G::kRegionRows * G::kRegionCols; c += threads) {
+    const float v = region[c];
+    if (v == 0.0f) continue;
+    const int Y = y0 - 8 * G::RB + c / G::kRegionCols, X = x0 - kRadiusClass + c % G::kRegionCols;
+    if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
+    accumulate(p, s * plane + static_cast<std::size_t>(Y) * p.cols + X, v);
+  }
 }
 
 // ---------------------------------------------------------------- kernel
@@ -336,25 +409,7 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
         else if (chunk + kChunkRows < kTileRows)
           load_pixel(chunk + kChunkRows, threadIdx.x);
       }
-      // Warp-uniform choices (a pass covers whole warps): no erfc for 32 zero
-      // pixels; one erfc loop for both tables where every σx == σy (the
-      // paper's experiment; a beam whose optics are round), the same tables
-      // as two loops give.
-      const auto kyv_column = [&](int d, float k) { kyv[d * kTableStride + q] = v * k; };
-      const auto kx_column = [&](int d, float k) { kx[d * kTableStride + q] = k; };
-      // (Voted again below for row_mask: one ballot for both, taken here,
-      // held a register through the table build, and RB 1 spilled.)
-      if (!__any_sync(0xffffffffu, v != 0.0f)) {
-        for (int d = 0; d <= G::kRadiusMax + 1; ++d) kyv[d * kTableStride + q] = kx[d * kTableStride + q] = 0.0f;
-      } else if (__all_sync(0xffffffffu, sx == sy)) {
-        for_each_weight<G::kRadiusMax>(sx, p.cutoff_sigmas, v != 0.0f, radius, [&](int d, float k) {
-          kyv_column(d, k);
-          kx_column(d, k);
-        });
-      } else {
-        for_each_weight<G::kRadiusMax>(sy, p.cutoff_sigmas, v != 0.0f, radius, kyv_column);
-        for_each_weight<G::kRadiusMax>(sx, p.cutoff_sigmas, v != 0.0f, radius, kx_column);
-      }
+      write_pixel_tables<G::kRadiusMax, kTableStride>(kyv, kx, q, v, sx, sy, p.cutoff_sigmas, radius);
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
@@ -433,26 +488,194 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
     for (int q = 0; q < 4; ++q)
       region[(16 * warp + g + 8 * (q >> 1)) * G::kRegionCols + 8 * j + 2 * t + (q & 1)] = sum[j][q];
   __syncthreads();
-  static_assert(G::kRegionCols % 4 == 0 && kRadiusClass % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
-  if (!p.out_fixed) {
-    constexpr int kQuads = G::kRegionCols / 4;
-    for (int c = threadIdx.x; c < G::kRegionRows * kQuads; c += G::kThreads) {
-      const float4 v = reinterpret_cast<const float4*>(region)[c];
-      if (v.x == 0.0f && v.y == 0.0f && v.z == 0.0f && v.w == 0.0f) continue;
-      const int Y = y0 - 8 * RB + c / kQuads, X = x0 - kRadiusClass + 4 * (c % kQuads);
-      if (Y < 0 || Y >= p.rows) continue;  // clipped output grid
-      add_quad(p.out + s * plane + static_cast<std::size_t>(Y) * p.cols, X, p.cols, v);
-    }
-    return;
-  }
-  for (int c = threadIdx.x; c < G::kRegionRows * G::kRegionCols; c += G::kThreads) {
-    const float v = region[c];
-    if (v == 0.0f) continue;
-    const int Y = y0 - 8 * RB + c / G::kRegionCols, X = x0 - kRadiusClass + c % G::kRegionCols;
-    if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
-    accumulate(p, s * plane + static_cast<std::size_t>(Y) * p.cols + X, v);
-  }
+  flush_region<kRadiusClass>(p, region, x0, y0, s, threadIdx.x, G::kThreads);
 }
+
+
+/// Weight tables of the one-warp kernel (below): 4 source rows at a time.
+constexpr int kWarpChunkRows = 4;
+constexpr int kWarpChunkPixels = kWarpChunkRows * kTileCols;
+/// ≡ 4 (mod 32), as kTableStride: the fragment loads stay conflict-free.
+constexpr int kWarpTableStride = kWarpChunkPixels + 4;
+static_assert(kWarpTableStride % 32 == 4, "fragment loads would conflict");
+static_assert(kTileRows % kWarpChunkRows == 0, "chunks must cover the tile");
+
+/// The one-warp kernel's shared memory: its two tables of kWarpChunkRows rows.
+template <int kRadiusClass>
+struct WarpTileGeometry {
+  using G = MmaGeometry<kRadiusClass>;
+  static_assert(G::RB == 1, "one warp per tile: the classes whose region is two 16-row blocks");
+  static constexpr int kSharedBytes = 2 * G::kTableEntries * kWarpTableStride * static_cast<int>(sizeof(float));
+  static_assert(G::kRegionCols * G::kRegionRows <= 2 * G::kTableEntries * kWarpTableStride,
+                "the flush reuses the tables");
+  /// Source rows per fresh sum, as the block kernel's at RB 1.
+  static constexpr int kRowsPerSum = 2;
+  static_assert(kWarpChunkRows % kRowsPerSum == 0, "steps must cover the chunk");
+};
+
+/// One warp per bucket tile of radius `radius` ≤ kRadiusClass, for the classes
+/// of RB = 1 (R ≤ 8): the same products as scatter_tensor_core_kernel, but
+/// one warp computes both 16-row blocks of the region. In the block kernel
+/// each of two warps loaded and split the same B fragments (the horizontal
+/// weights, 6 of a group's 10 fragment elements per lane); here they are
+/// loaded once and multiplied into both blocks' sums, and the warp builds its
+/// own tables, so that nothing in the tile waits on a block barrier (the
+/// table build of one warp and the products of another overlap freely).
+/// The tables hold kWarpChunkRows source rows, half the block kernel's
+/// chunk: the same shared memory per warp.
+// 16 warps per SM (≤ 128 registers; 12 bytes spilled at R' = 8): at 12
+// (160 registers, no spill) the kernel was 3 % slower at r 8 and 6 % at
+// r 4 (ncu, H100, docs/benchmarks.md run 50).
+template <int kRadiusClass>
+__global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackParams p, const int* tile_list, int radius) {
+  using G = MmaGeometry<kRadiusClass>;
+  constexpr int kColumnBlocks = G::kColumnBlocks;
+  constexpr int kStride = kWarpTableStride;
+  constexpr int kRowsPerSum = WarpTileGeometry<kRadiusClass>::kRowsPerSum;
+  extern __shared__ float tables[];
+  float* kyv = tables;                                // [d][pixel]: I · K(d, σy)
+  float* kx = tables + G::kTableEntries * kStride;    // [d][pixel]: K(d, σx)
+
+  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
+  const int tx = tile % p.tiles_x;
+  const int ty = (tile / p.tiles_x) % p.tiles_y;
+  const int s = tile / (p.tiles_x * p.tiles_y);
+  const int x0 = tx * kTileCols, y0 = ty * kTileRows;
+  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+
+  const int lane = threadIdx.x;
+  const int g = lane / 4, t = lane % 4;
+
+  // B's table offsets per band block i (as the block kernel's).
+  int b_offset[G::kBand][2];
+#pragma unroll
+  for (int i = 0; i < G::kBand; ++i) {
+    const int delta = 8 * i - kRadiusClass;
+    b_offset[i][0] = table_row<G::kRadiusMax>(delta + g - t) * kStride + t;
+    b_offset[i][1] = table_row<G::kRadiusMax>(delta + g - t - 4) * kStride + t + 4;
+  }
+
+  float sum[2][kColumnBlocks][4];  // [16-row block][column block][fragment]
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) sum[b][j][q] = 0.0f;
+
+  // The lane's pixels are column x0 + lane of the tile's rows y0 … y0 + 15,
+  // one per pass, each loaded a pass ahead (zeros outside the slice): the
+  // address steps by a row, where a pixel index computed per pass took ~30
+  // instructions of 64-bit arithmetic.
+  const bool column_inside = x0 + lane < p.cols;
+  const std::size_t first = s * plane + static_cast<std::size_t>(y0) * p.cols + x0 + lane;
+  const float* image = p.image + first;
+  const float* sigma_x = p.sigma_x + first;
+  const float* sigma_y = p.sigma_y + first;
+  float next_v = 0.0f, next_sx = 0.0f, next_sy = 0.0f;
+  const auto load_pixel = [&](int tile_row) {  // then steps to the next row
+    const bool inside = column_inside && y0 + tile_row < p.rows;
+    next_v = inside ? *image : 0.0f;
+    next_sx = inside ? *sigma_x : 0.0f;
+    next_sy = inside ? *sigma_y : 0.0f;
+    image += p.cols;
+    sigma_x += p.cols;
+    sigma_y += p.cols;
+  };
+  load_pixel(0);
+
+#pragma unroll 1
+  for (int chunk = 0; chunk < kTileRows; chunk += kWarpChunkRows) {
+    unsigned nonzero_rows = 0;  // bit j: row j of the chunk has a non-zero pixel (warp-uniform)
+#pragma unroll 1
+    for (int j = 0; j < kWarpChunkRows; ++j) {
+      const float v = next_v, sx = next_sx, sy = next_sy;
+      if (chunk + j + 1 < kTileRows) load_pixel(chunk + j + 1);
+      write_pixel_tables<G::kRadiusMax, kStride>(kyv, kx, j * kTileCols + lane, v, sx, sy, p.cutoff_sigmas, radius);
+      if (__any_sync(0xffffffffu, v != 0.0f)) nonzero_rows |= 1u << j;
+    }
+    __syncwarp();
+
+    // Steps of kRowsPerSum source rows, straight-line, each into fresh
+    // accumulators added to the tile's sums (the block kernel's numerics at
+    // RB 1). Every source row of the tile reaches both 16-row blocks; a step
+    // of zero rows is skipped (warp-uniform).
+#pragma unroll 1
+    for (int row = 0; row < kWarpChunkRows; row += kRowsPerSum) {
+      if ((nonzero_rows >> row & ((1u << kRowsPerSum) - 1u)) == 0u) continue;
+      int a_offset[kRowsPerSum][2][2], rowbase[kRowsPerSum];
+#pragma unroll
+      for (int k = 0; k < kRowsPerSum; ++k) {
+        rowbase[k] = (row + k) * kTileCols;
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int e = 16 * b - 8 - (chunk + row + k);  // A[m][k] = I·K(e + m), block b's rows y0 − 8 + 16b + m
+          a_offset[k][b][0] = table_row<G::kRadiusMax>(e + g) * kStride + t + rowbase[k];
+          a_offset[k][b][1] = table_row<G::kRadiusMax>(e + g + 8) * kStride + t + rowbase[k];
+        }
+      }
+      float part[2][kColumnBlocks][4];
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) part[b][j][q] = 0.0f;
+#pragma unroll
+      for (int group = 0; group < kTileCols / 8; ++group)
+#pragma unroll
+        for (int k = 0; k < kRowsPerSum; ++k) {
+          uint32_t b_hi[G::kBand][2], b_lo[G::kBand][2];
+#pragma unroll
+          for (int i = 0; i < G::kBand; ++i) {
+            split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b_hi[i][0], b_lo[i][0]);
+            split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b_hi[i][1], b_lo[i][1]);
+          }
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            uint32_t a_hi[4], a_lo[4];
+            split_tf32(kyv[a_offset[k][b][0] + 8 * group], a_hi[0], a_lo[0]);
+            split_tf32(kyv[a_offset[k][b][1] + 8 * group], a_hi[1], a_lo[1]);
+            split_tf32(kyv[a_offset[k][b][0] + 8 * group + 4], a_hi[2], a_lo[2]);
+            split_tf32(kyv[a_offset[k][b][1] + 8 * group + 4], a_hi[3], a_lo[3]);
+#pragma unroll
+            for (int i = 0; i < G::kBand; ++i) {
+              float(&c)[4] = part[b][group + i];  // column block J = G + i
+              // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
+              mma_tf32(c, a_lo, b_hi[i][0], b_hi[i][1]);
+              mma_tf32(c, a_hi, b_lo[i][0], b_lo[i][1]);
+              mma_tf32(c, a_hi, b_hi[i][0], b_hi[i][1]);
+            }
+          }
+        }
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) sum[b][j][q] += part[b][j][q];
+    }
+    __syncwarp();  // the products are done with the tables before they are rewritten
+  }
+
+  // Flush through shared memory, as the block kernel's.
+  float* region = tables;  // [kRegionRows][kRegionCols], origin (x0 − kRadiusClass, y0 − 8)
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        region[(16 * b + g + 8 * (q >> 1)) * G::kRegionCols + 8 * j + 2 * t + (q & 1)] = sum[b][j][q];
+  __syncwarp();
+  flush_region<kRadiusClass>(p, region, x0, y0, s, lane, 32);
+}
+
+/// The one-warp kernel runs the classes of RB = 1 with fresh row sums (the
+/// default accumulation); the block kernel the others, and the chained
+/// accumulation the benchmark compares.
+template <int kRadiusClass, bool kFresh>
+constexpr bool kOneWarpPerTile = kFresh && MmaGeometry<kRadiusClass>::RB == 1;
 
 template <int kRadiusClass, bool kFresh>
 void configure_radius_class() {
@@ -461,6 +684,13 @@ void configure_radius_class() {
                                      MmaGeometry<kRadiusClass>::kSharedBytes));
   PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
+  if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>) {
+    const auto warp_kernel = scatter_tensor_core_warp_kernel<kRadiusClass>;
+    PD_CUDA_CHECK(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       WarpTileGeometry<kRadiusClass>::kSharedBytes));
+    PD_CUDA_CHECK(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+  }
 }
 
 /// The radius classes: kRadiusClassStep, 2·kRadiusClassStep, … kMaxTileRadiusPx.
@@ -480,9 +710,13 @@ void configure_accumulation() {
 template <bool kFresh, int kRadiusClass = kRadiusClassStep>
 void launch_accumulation(int radius, int count, const int* tiles, const StackParams& p, cudaStream_t stream) {
   using G = MmaGeometry<kRadiusClass>;
-  if (radius_class(radius) == kRadiusClass)
-    scatter_tensor_core_kernel<kRadiusClass, kFresh><<<count, G::kThreads, G::kSharedBytes, stream>>>(p, tiles, radius);
-  else if constexpr (kRadiusClass < kMaxTileRadiusPx)
+  if (radius_class(radius) == kRadiusClass) {
+    if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>)
+      scatter_tensor_core_warp_kernel<kRadiusClass>
+          <<<count, 32, WarpTileGeometry<kRadiusClass>::kSharedBytes, stream>>>(p, tiles, radius);
+    else
+      scatter_tensor_core_kernel<kRadiusClass, kFresh><<<count, G::kThreads, G::kSharedBytes, stream>>>(p, tiles, radius);
+  } else if constexpr (kRadiusClass < kMaxTileRadiusPx)
     launch_accumulation<kFresh, kRadiusClass + kRadiusClassStep>(radius, count, tiles, p, stream);
 }
 
