@@ -284,6 +284,43 @@ __device__ inline void add_quad(float* row, int X, int cols, float4 v) {
     if (cell[i] != 0.0f && X + i >= 0 && X + i < cols) atomicAdd(row + X + i, cell[i]);
 }
 
+/// d += a · b at float accuracy from three TF32 products: hi·hi + hi·lo +
+/// lo·hi, small terms first (the neglected lo·lo is ≤ 2⁻²⁰ of the product).
+__device__ inline void mma_3xtf32(float (&d)[4], const uint32_t (&a_hi)[4], const uint32_t (&a_lo)[4],
+                                  uint32_t b0_hi, uint32_t b1_hi, uint32_t b0_lo, uint32_t b1_lo) {
+  mma_tf32(d, a_lo, b0_hi, b1_hi);
+  mma_tf32(d, a_hi, b0_lo, b1_lo);
+  mma_tf32(d, a_hi, b0_hi, b1_hi);
+}
+
+/// The bucket tile of this block (tile_list[blockIdx.x], or blockIdx.x
+/// itself without a list): its slice and the origin of its
+/// kTileCols × kTileRows pixels.
+struct BucketTile {
+  int slice, x0, y0;
+  __device__ BucketTile(const StackParams& p, const int* tile_list) {
+    const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
+    x0 = tile % p.tiles_x * kTileCols;
+    y0 = (tile / p.tiles_x) % p.tiles_y * kTileRows;
+    slice = tile / (p.tiles_x * p.tiles_y);
+  }
+};
+
+/// B's table offsets per band block i = J − G (column block J, pixel group
+/// G), whose columns start δ = 8i − kRadiusClass from the group's first
+/// pixel: B[t][g] = K(δ + g − t) of pixel t, B[t+4][g] = K(δ + g − t − 4) of
+/// pixel t + 4 (tables of row stride kStride).
+template <int kRadiusClass, int kStride>
+__device__ inline void b_table_offsets(int g, int t, int (&b_offset)[MmaGeometry<kRadiusClass>::kBand][2]) {
+  using G = MmaGeometry<kRadiusClass>;
+#pragma unroll
+  for (int i = 0; i < G::kBand; ++i) {
+    const int delta = 8 * i - kRadiusClass;
+    b_offset[i][0] = table_row<G::kRadiusMax>(delta + g - t) * kStride + t;
+    b_offset[i][1] = table_row<G::kRadiusMax>(delta + g - t - 4) * kStride + t + 4;
+  }
+}
+
 /// Adds a tile's output region (shared memory, [kRegionRows][kRegionCols],
 /// origin (x0 − kRadiusClass, y0 − 8RB)) to the output, row by row
 /// (consecutive threads, consecutive cells): in float four cells per vector
@@ -345,27 +382,16 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
   float* kyv = tables;                                     // [d][pixel]: I · K(d, σy)
   float* kx = tables + G::kTableEntries * kTableStride;    // [d][pixel]: K(d, σx)
 
-  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
-  const int tx = tile % p.tiles_x;
-  const int ty = (tile / p.tiles_x) % p.tiles_y;
-  const int s = tile / (p.tiles_x * p.tiles_y);
-  const int x0 = tx * kTileCols, y0 = ty * kTileRows;
+  const BucketTile tile(p, tile_list);
+  const int s = tile.slice, x0 = tile.x0, y0 = tile.y0;
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int block_row0 = y0 - 8 * RB + 16 * warp;  // Yb of this warp's 16-row block
 
-  // B's table offsets per band block i = J − G (column block J, pixel group
-  // G), whose columns start δ = 8i − kRadiusClass from the group's first
-  // pixel: B[t][g] = K(δ + g − t) of pixel t, B[t+4][g] = K(δ + g − t − 4) of pixel t + 4.
-  int b_offset[G::kBand][2];
-#pragma unroll
-  for (int i = 0; i < G::kBand; ++i) {
-    const int delta = 8 * i - kRadiusClass;
-    b_offset[i][0] = table_row<G::kRadiusMax>(delta + g - t) * kTableStride + t;
-    b_offset[i][1] = table_row<G::kRadiusMax>(delta + g - t - 4) * kTableStride + t + 4;
-  }
+  int b_offset[G::kBand][2];  // B's table offsets per band block
+  b_table_offsets<kRadiusClass, kTableStride>(g, t, b_offset);
 
   float sum[kColumnBlocks][4];
 #pragma unroll
@@ -450,11 +476,7 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
               uint32_t b0_hi, b0_lo, b1_hi, b1_lo;
               split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b0_hi, b0_lo);
               split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b1_hi, b1_lo);
-              float(&c)[4] = acc[group + i];  // column block J = G + i
-              // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
-              mma_tf32(c, a_lo, b0_hi, b1_hi);
-              mma_tf32(c, a_hi, b0_lo, b1_lo);
-              mma_tf32(c, a_hi, b0_hi, b1_hi);
+              mma_3xtf32(acc[group + i], a_hi, a_lo, b0_hi, b1_hi, b0_lo, b1_lo);  // column block J = G + i
             }
           }
       };
@@ -536,24 +558,15 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
   float* kyv = tables;                                // [d][pixel]: I · K(d, σy)
   float* kx = tables + G::kTableEntries * kStride;    // [d][pixel]: K(d, σx)
 
-  const int tile = tile_list ? tile_list[blockIdx.x] : static_cast<int>(blockIdx.x);
-  const int tx = tile % p.tiles_x;
-  const int ty = (tile / p.tiles_x) % p.tiles_y;
-  const int s = tile / (p.tiles_x * p.tiles_y);
-  const int x0 = tx * kTileCols, y0 = ty * kTileRows;
+  const BucketTile tile(p, tile_list);
+  const int s = tile.slice, x0 = tile.x0, y0 = tile.y0;
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
 
   const int lane = threadIdx.x;
   const int g = lane / 4, t = lane % 4;
 
-  // B's table offsets per band block i (as the block kernel's).
-  int b_offset[G::kBand][2];
-#pragma unroll
-  for (int i = 0; i < G::kBand; ++i) {
-    const int delta = 8 * i - kRadiusClass;
-    b_offset[i][0] = table_row<G::kRadiusMax>(delta + g - t) * kStride + t;
-    b_offset[i][1] = table_row<G::kRadiusMax>(delta + g - t - 4) * kStride + t + 4;
-  }
+  int b_offset[G::kBand][2];  // B's table offsets per band block
+  b_table_offsets<kRadiusClass, kStride>(g, t, b_offset);
 
   float sum[2][kColumnBlocks][4];  // [16-row block][column block][fragment]
 #pragma unroll
@@ -640,11 +653,7 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
             split_tf32(kyv[a_offset[k][b][1] + 8 * group + 4], a_hi[3], a_lo[3]);
 #pragma unroll
             for (int i = 0; i < G::kBand; ++i) {
-              float(&c)[4] = part[b][group + i];  // column block J = G + i
-              // Small terms first; the neglected lo·lo is ≤ 2⁻²⁰ of the product.
-              mma_tf32(c, a_lo, b_hi[i][0], b_hi[i][1]);
-              mma_tf32(c, a_hi, b_lo[i][0], b_lo[i][1]);
-              mma_tf32(c, a_hi, b_hi[i][0], b_hi[i][1]);
+              mma_3xtf32(part[b][group + i], a_hi, a_lo, b_hi[i][0], b_hi[i][1], b_lo[i][0], b_lo[i][1]);  // block J = G + i
             }
           }
         }
