@@ -1,12 +1,14 @@
 // The CPU oracle against analytic results: the top of the oracle ladder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "protondose/core/error.h"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "protondose/gpu/superposition.h"
+#include "half_erfc_walk.h"
 #include "stack_fixtures.h"
 
 namespace protondose {
@@ -36,6 +38,45 @@ TEST(PixelIntegratedGaussian, RadiusIsCeilOfCutoffTimesSigma) {
   EXPECT_EQ(kernel_radius_px(1.0f, 3.0f), 3);
   EXPECT_EQ(kernel_radius_px(1.01f, 3.0f), 4);
   EXPECT_EQ(kernel_radius_px(10.0f / 3.0f, 3.0f), 10);
+}
+
+// The tensor-core scatter's weight tables (gpu/src/cuda/scatter_tensor_core.cu)
+// walk h_d = ½·erfc((d + ½)·a), a = 1/(√2σ), and take K(0) = 1 − 2h₀,
+// K(d) = h_{d−1} − h_d: a fitted erfc in float, checked here against the
+// exact weights over the widths the tables see (the GPU tests check the
+// superposition that uses them against the oracle, on a GPU).
+TEST(HalfErfcWalk, WalkedWeightsComeWithinFourTenthsOfAMillionthOfTheExactOnes) {
+  double worst = 0.0, worst_kernel_sum = 0.0;
+  for (int i = 0; i < 2000; ++i) {
+    const float sigma = 0.2f + 10.8f * static_cast<float>(i) / 1999.0f;
+    const int r = gaussian_radius_px(sigma, 3.0f);
+    HalfErfcWalk half_erfc((1.0f / sigma) * 0.70710678118654752f);
+    float upper = half_erfc.value();
+    double kernel_sum = std::abs((1.0f - 2.0f * upper) - expected_weight(0, sigma));
+    double most = kernel_sum;
+    for (int d = 1; d <= r; ++d) {
+      half_erfc.advance();
+      const float next = half_erfc.value();
+      const double error = std::abs(static_cast<double>(upper - next) - expected_weight(d, sigma));
+      most = std::max(most, error);
+      kernel_sum += 2.0 * error;  // ±d
+      upper = next;
+    }
+    worst = std::max(worst, most);
+    worst_kernel_sum = std::max(worst_kernel_sum, kernel_sum);
+  }
+  EXPECT_LE(worst, 4.0e-7);
+  EXPECT_LE(worst_kernel_sum, 2.5e-6);
+}
+
+TEST(HalfErfcWalk, AZeroScaleWalksZerosSoThatAPixelDepositsLocally) {
+  // σ below kLocalDepositSigmaPx: the tables take a = 0, K(0) = 1, K(d) = 0.
+  HalfErfcWalk half_erfc(0.0f);
+  EXPECT_EQ(half_erfc.value(), 0.0f);
+  for (int d = 1; d <= 8; ++d) {
+    half_erfc.advance();
+    EXPECT_EQ(half_erfc.value(), 0.0f) << d;
+  }
 }
 
 TEST(CpuReferenceSuperposition, OnePixelWeightsSumToOneMinusCutoffLoss) {

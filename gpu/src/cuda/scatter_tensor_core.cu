@@ -39,6 +39,7 @@
 #include "protondose/core/error.h"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/per_device_setting.cuh"
+#include "../half_erfc_walk.h"
 #include "superposition_device.cuh"
 #include "superposition_kernels.cuh"
 
@@ -117,65 +118,6 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-/// ½·erfc((d + ½)·a) for d = 0, 1, 2, … in turn, the weight tables' one erfc
-/// per pixel, axis and d: erfc(z) = t·Q(t)·exp(−z²) with t = 1/(1 + 0.39 z)
-/// and Q of degree 5, fitted for this (least squares of the absolute error
-/// over 3,000 points z ∈ [0, 6], reweighted 30 times toward the minimax,
-/// 0.39 the best of p = 0.25 … 0.60: |error| ≤ 8.3·10⁻⁹ in exact arithmetic).
-/// Walked from one d to the next without a product or a constant reloaded:
-/// - 1 + 0.39 z grows by 0.39 a per d (one add; t's rcp.approx then reads it);
-/// - exp(−z²) by two multiplications (z_{d+1}² − z_d² = (2d + 2)·a², so the
-///   factor is exp(−2a²)^{d+1});
-/// - Q's leading coefficient c₅ and the ½ of K(d) = ½[erfc − erfc] ride in
-///   that Gaussian factor, so that Q is evaluated monic: t + b₄, then four
-///   FFMA with one immediate each (b_i = c_i / c₅).
-/// Per d: one rcp.approx and 10 more instructions (the unscaled walk took 14,
-/// two of them reloading constants; the Numerical Recipes fit erfc =
-/// t·exp(−z² + P(t)) an rcp, an ex2 and 14 more). In float (CPU emulation,
-/// σ 0.2–11 px) the weights K(d) come within 3.7·10⁻⁷ of the exact ones and
-/// Σ|ΔK| over a kernel within 2.2·10⁻⁶ (erfcf's K: 5.3·10⁻⁸). ftz: values
-/// below 2⁻¹²⁶ are 0. a = 0 (σ ≈ 0: a local deposit) walks zeros.
-class HalfErfcWalk {
- public:
-  explicit __device__ HalfErfcWalk(float a) : w_(fmaf(kP, 0.5f * a, 1.0f)), w_step_(kP * a) {
-    const float z = 0.5f * a;
-    gauss_ = a == 0.0f ? 0.0f : 0.5f * kC5 * exp2_approx(-kLog2e * z * z);
-    ratio_step_ = exp2_approx(-2.0f * kLog2e * a * a);
-    ratio_ = ratio_step_;
-  }
-  /// ½·erfc at the current argument.
-  __device__ float value() const {
-    float t;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(w_));
-    float q = t + kB4;
-    q = fmaf(q, t, kB3);
-    q = fmaf(q, t, kB2);
-    q = fmaf(q, t, kB1);
-    q = fmaf(q, t, kB0);
-    return q * t * gauss_;
-  }
-  /// On to the next d.
-  __device__ void advance() {
-    w_ += w_step_;
-    gauss_ *= ratio_;
-    ratio_ *= ratio_step_;
-  }
-
- private:
-  static constexpr float kLog2e = 1.4426950408889634f;
-  static constexpr float kP = 0.39f;
-  // Q(t) = c₅·(t⁵ + b₄t⁴ + … + b₀), c₅ = −0.22753774031.
-  static constexpr float kC5 = -2.2753774031e-01f;
-  static constexpr float kB4 = -3.8967904175e+00f, kB3 = 2.7925229856e+00f, kB2 = -2.8547470965e+00f,
-                         kB1 = -4.0163486002e-01f, kB0 = -1.0342259274e+00f;
-  __device__ static float exp2_approx(float x) {
-    float e;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
-    return e;
-  }
-  float w_, w_step_, gauss_, ratio_, ratio_step_;
-};
 
 /// Weight tables of radius classes up to this radius are written by fully
 /// unrolled loops (compile-time store offsets, no loop counter); larger
