@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
@@ -39,6 +40,17 @@ TEST(KsBenchCommandLine, ProfileRadiusOutsideTheTileRadiiIsRefused) {
   const testing::CommandResult r = run_ks_bench("--profile-radius 33");
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("--profile-radius"), std::string::npos) << r.out;
+}
+
+TEST(KsBenchCommandLine, SectionDCasesOutsideTheTileRadiiAreRefused) {
+  // Before any case runs: the message names the option.
+  const std::pair<const char*, const char*> cases[] = {{"--sections D --d-radii 4,33", "--d-radii"},
+                                                       {"--sections D --d-fixed 0", "--d-fixed"}};
+  for (const auto& [arguments, option] : cases) {
+    const testing::CommandResult r = run_ks_bench(arguments);
+    EXPECT_NE(r.exit_code, 0) << arguments << "\n" << r.out;
+    EXPECT_NE(r.out.find(option), std::string::npos) << arguments << "\n" << r.out;
+  }
 }
 
 }  // namespace

@@ -378,6 +378,8 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
           load_pixel(chunk + kChunkRows, threadIdx.x);
       }
       write_pixel_tables<G::kRadiusMax, kTableStride>(kyv, kx, q, v, sx, sy, p.cutoff_sigmas, radius);
+      // (Voted again here, after write_pixel_tables' vote: one ballot for
+      // both, held in a register through the table build, spilled at RB 1.)
       const unsigned int nonzero = __ballot_sync(0xffffffffu, v != 0.0f);
       if (lane == 0) row_mask[q / kTileCols] = nonzero;
     }
@@ -628,20 +630,22 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
 template <int kRadiusClass, bool kFresh>
 constexpr bool kOneWarpPerTile = kFresh && MmaGeometry<kRadiusClass>::RB == 1;
 
-template <int kRadiusClass, bool kFresh>
-void configure_radius_class() {
-  const auto kernel = scatter_tensor_core_kernel<kRadiusClass, kFresh>;
-  PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     MmaGeometry<kRadiusClass>::kSharedBytes));
+/// A kernel's dynamic shared memory limit, and the carveout at its maximum.
+template <class Kernel>
+void configure_kernel(Kernel kernel, int shared_bytes) {
+  PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
   PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
-  if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>) {
-    const auto warp_kernel = scatter_tensor_core_warp_kernel<kRadiusClass>;
-    PD_CUDA_CHECK(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       WarpTileGeometry<kRadiusClass>::kSharedBytes));
-    PD_CUDA_CHECK(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
-  }
+}
+
+/// The kernel launch_accumulation launches for this class and accumulation
+/// (only that one is instantiated).
+template <int kRadiusClass, bool kFresh>
+void configure_radius_class() {
+  if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>)
+    configure_kernel(scatter_tensor_core_warp_kernel<kRadiusClass>, WarpTileGeometry<kRadiusClass>::kSharedBytes);
+  else
+    configure_kernel(scatter_tensor_core_kernel<kRadiusClass, kFresh>, MmaGeometry<kRadiusClass>::kSharedBytes);
 }
 
 /// The radius classes: kRadiusClassStep, 2·kRadiusClassStep, … kMaxTileRadiusPx.
