@@ -20,9 +20,11 @@
 // remainder, and the three products hi·hi + hi·lo + lo·hi keep the sum at
 // float accuracy (the neglected lo·lo is ≤ 2⁻²⁰ of it).
 //
-// Two kernels compute these products: for tiles of radius R ≤ 8 (the region
-// two 16-row blocks high) one warp per tile, which loads each horizontal
-// weight fragment once for both blocks (scatter_tensor_core_warp_kernel);
+// Three kernels compute these products: for tiles of radius R ≤ 8 (the
+// region two 16-row blocks high) one warp per tile, which loads each
+// horizontal weight fragment once for both blocks
+// (scatter_tensor_core_warp_kernel); for 8 < R ≤ 16 (three blocks) one warp
+// per tile too, its sums in shared memory (scatter_tensor_core_warp_rb2_kernel);
 // above, one warp per 16-row block of a tile (scatter_tensor_core_kernel).
 //
 // Numerics of the accumulation: the tensor cores' FP32 accumulation is not
@@ -61,6 +63,12 @@ constexpr int kTableStride = kChunkPixels + 4;
 static_assert(kTableStride % 32 == 4, "fragment loads would conflict");
 static_assert(kTileRows % kChunkRows == 0, "chunks must cover the tile");
 static_assert(kTileCols == 32, "the tile is four 8-pixel groups wide");
+
+/// The radius classes: kRadiusClassStep, 2·kRadiusClassStep, … kMaxTileRadiusPx.
+constexpr int kRadiusClassStep = 4;
+static_assert(kMaxTileRadiusPx % kRadiusClassStep == 0, "the last class ends at the largest tile radius");
+/// The class of a tile radius (1 … kMaxTileRadiusPx): rounded up to a multiple of the step.
+constexpr int radius_class(int radius) { return (radius + kRadiusClassStep - 1) / kRadiusClassStep * kRadiusClassStep; }
 
 /// Sizes for the radius class kRadius (a multiple of 4): tiles of radius
 /// R ≤ kRadius, RB = ⌈kRadius / 8⌉. The output region [x0 − kRadius,
@@ -263,21 +271,123 @@ __device__ inline void b_table_offsets(int g, int t, int (&b_offset)[MmaGeometry
   }
 }
 
+/// Table offsets of the A fragments of the one-warp kernels: source rows
+/// `row` … `row` + kRows − 1 of the tables (rows of kTileCols pixels, row
+/// stride kStride), tile rows `tile_row` … onwards, for each of the region's
+/// 16-row blocks b (rows y0 − 8RB + 16b + m): A[m][k] = I·K(e + m) with
+/// e = 16b − 8RB − tile row. rowbase[k]: the table column of the row's first pixel.
+template <int kRadiusClass, int kRows, int kStride>
+__device__ inline void a_table_offsets(int row, int tile_row, int g, int t,
+                                       int (&a_offset)[kRows][MmaGeometry<kRadiusClass>::kRowBlocks][2],
+                                       int (&rowbase)[kRows]) {
+  using G = MmaGeometry<kRadiusClass>;
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) {
+    rowbase[k] = (row + k) * kTileCols;
+#pragma unroll
+    for (int b = 0; b < G::kRowBlocks; ++b) {
+      const int e = 16 * b - 8 * G::RB - (tile_row + k);
+      a_offset[k][b][0] = table_row<G::kRadiusMax>(e + g) * kStride + t + rowbase[k];
+      a_offset[k][b][1] = table_row<G::kRadiusMax>(e + g + 8) * kStride + t + rowbase[k];
+    }
+  }
+}
+
+/// The products of kRows source rows for a warp that owns the region's 16-row
+/// blocks kFirstBlock … kLastBlock (the one-warp kernels): per row and 8-pixel
+/// group, each B fragment (the horizontal weights) is loaded and split once
+/// and multiplied into every block's sums; straight-line code (no branch per
+/// row, group or block).
+template <int kRadiusClass, int kFirstBlock, int kLastBlock, int kRows>
+__device__ inline void multiply_rows_one_warp(
+    const float* kyv, const float* kx, const int (&a_offset)[kRows][MmaGeometry<kRadiusClass>::kRowBlocks][2],
+    const int (&rowbase)[kRows], const int (&b_offset)[MmaGeometry<kRadiusClass>::kBand][2],
+    float (&part)[MmaGeometry<kRadiusClass>::kRowBlocks][MmaGeometry<kRadiusClass>::kColumnBlocks][4]) {
+  using G = MmaGeometry<kRadiusClass>;
+  static_assert(0 <= kFirstBlock && kFirstBlock <= kLastBlock && kLastBlock < G::kRowBlocks, "blocks of the region");
+#pragma unroll
+  for (int group = 0; group < kTileCols / 8; ++group)
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      uint32_t b_hi[G::kBand][2], b_lo[G::kBand][2];
+#pragma unroll
+      for (int i = 0; i < G::kBand; ++i) {
+        split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b_hi[i][0], b_lo[i][0]);
+        split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b_hi[i][1], b_lo[i][1]);
+      }
+#pragma unroll
+      for (int b = kFirstBlock; b <= kLastBlock; ++b) {
+        uint32_t a_hi[4], a_lo[4];
+        split_tf32(kyv[a_offset[k][b][0] + 8 * group], a_hi[0], a_lo[0]);
+        split_tf32(kyv[a_offset[k][b][1] + 8 * group], a_hi[1], a_lo[1]);
+        split_tf32(kyv[a_offset[k][b][0] + 8 * group + 4], a_hi[2], a_lo[2]);
+        split_tf32(kyv[a_offset[k][b][1] + 8 * group + 4], a_hi[3], a_lo[3]);
+#pragma unroll
+        for (int i = 0; i < G::kBand; ++i)
+          mma_3xtf32(part[b][group + i], a_hi, a_lo, b_hi[i][0], b_hi[i][1], b_lo[i][0], b_lo[i][1]);  // J = G + i
+      }
+    }
+}
+
+/// multiply_rows_one_warp for tile rows `first_row` … + kRows − 1 (tile
+/// radius `radius`), over only the region's 16-row blocks they reach: block
+/// b (region rows 16b … 16b + 15, row 0 at y0 − 8RB) is reached by tile row
+/// j where j + 8RB − radius ≤ 16b + 15 and j + 8RB + radius ≥ 16b. The
+/// choice is warp-uniform and compile-time inside (no branch in the
+/// products). At RB 1 and radius ≤ 4, a quarter of the rows reach one block
+/// only; at RB 2 (radius > 8) every row reaches block 1 and one outer block
+/// at least (19 % of the three blocks' products are out of reach at R' = 12).
+template <int kRadiusClass, int kRows>
+__device__ inline void multiply_reached_rows(
+    int first_row, int radius, const float* kyv, const float* kx,
+    const int (&a_offset)[kRows][MmaGeometry<kRadiusClass>::kRowBlocks][2], const int (&rowbase)[kRows],
+    const int (&b_offset)[MmaGeometry<kRadiusClass>::kBand][2],
+    float (&part)[MmaGeometry<kRadiusClass>::kRowBlocks][MmaGeometry<kRadiusClass>::kColumnBlocks][4]) {
+  using G = MmaGeometry<kRadiusClass>;
+  const int last_row = first_row + kRows - 1;
+  // The first block reached is 1 where the first row's reach ends below
+  // block 0; the last is NB − 2 where the last row's ends above the last block.
+  const bool skips_first = first_row + 8 * G::RB - radius > 15;
+  const bool skips_last = last_row + 8 * G::RB + radius < 16 * (G::kRowBlocks - 1);
+  constexpr int kLast = G::kRowBlocks - 1;
+  if constexpr (G::RB == 1) {  // blocks 0 and 1: (0, 1), (0, 0) or (1, 1)
+    if (skips_last)
+      multiply_rows_one_warp<kRadiusClass, 0, 0>(kyv, kx, a_offset, rowbase, b_offset, part);
+    else if (skips_first)
+      multiply_rows_one_warp<kRadiusClass, 1, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
+    else
+      multiply_rows_one_warp<kRadiusClass, 0, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
+  } else {  // RB 2, radius > 8: (0, 2), (0, 1) or (1, 2)
+    static_assert(G::RB == 2 && kRadiusClass - kRadiusClassStep >= kTileRows / 2, "every row reaches an outer block");
+    if (skips_last)
+      multiply_rows_one_warp<kRadiusClass, 0, kLast - 1>(kyv, kx, a_offset, rowbase, b_offset, part);
+    else if (skips_first)
+      multiply_rows_one_warp<kRadiusClass, 1, kLast>(kyv, kx, a_offset, rowbase, b_offset, part);
+    else
+      multiply_rows_one_warp<kRadiusClass, 0, kLast>(kyv, kx, a_offset, rowbase, b_offset, part);
+  }
+}
+
 /// Adds a tile's output region (shared memory, [kRegionRows][kRegionCols],
 /// origin (x0 − kRadiusClass, y0 − 8RB)) to the output, row by row
 /// (consecutive threads, consecutive cells): in float four cells per vector
 /// atomic, in fixed point one atomic per non-zero cell inside the slice, as
 /// the tile scatter does. Thread `thread` of `threads`.
-template <int kRadiusClass>
+template <int kRadiusClass, int kRegionStride = MmaGeometry<kRadiusClass>::kRegionCols>
 __device__ inline void flush_region(const StackParams& p, const float* region, int x0, int y0, int s, int thread,
                                     int threads) {
   using G = MmaGeometry<kRadiusClass>;
+  static_assert(kRegionStride >= G::kRegionCols && kRegionStride % 4 == 0, "rows of whole, aligned quads");
+  const auto region_offset = [](int cell) {  // cell c of the region, row by row
+    if constexpr (kRegionStride == G::kRegionCols) return cell;
+    else return cell / G::kRegionCols * kRegionStride + cell % G::kRegionCols;
+  };
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
   static_assert(G::kRegionCols % 4 == 0 && kRadiusClass % 4 == 0, "quads of the region start at X ≡ x0 (mod 4)");
   if (!p.out_fixed) {
     constexpr int kQuads = G::kRegionCols / 4;
     for (int c = thread; c < G::kRegionRows * kQuads; c += threads) {
-      const float4 v = reinterpret_cast<const float4*>(region)[c];
+      const float4 v = *reinterpret_cast<const float4*>(region + region_offset(4 * c));
       if (v.x == 0.0f && v.y == 0.0f && v.z == 0.0f && v.w == 0.0f) continue;
       const int Y = y0 - 8 * G::RB + c / kQuads, X = x0 - kRadiusClass + 4 * (c % kQuads);
       if (Y < 0 || Y >= p.rows) continue;  // clipped output grid
@@ -286,7 +396,7 @@ __device__ inline void flush_region(const StackParams& p, const float* region, i
     return;
   }
   for (int c = thread; c < G::kRegionRows * G::kRegionCols; c += threads) {
-    const float v = region[c];
+    const float v = region[region_offset(c)];
     if (v == 0.0f) continue;
     const int Y = y0 - 8 * G::RB + c / G::kRegionCols, X = x0 - kRadiusClass + c % G::kRegionCols;
     if (X < 0 || X >= p.cols || Y < 0 || Y >= p.rows) continue;  // clipped output grid
@@ -458,6 +568,36 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
 }
 
 
+/// The one-warp kernels' pixels: a lane's are column x0 + lane of the tile's
+/// rows y0 … y0 + 15, one per pass, each loaded a pass ahead (zeros outside
+/// the slice): v, sx, sy hold the next one. The address steps by a row, where
+/// a pixel index computed per pass took ~30 instructions of 64-bit arithmetic.
+struct TileColumnPixels {
+  const float *image, *sigma_x, *sigma_y;
+  int y0, rows, cols;
+  bool column_inside;
+  float v = 0.0f, sx = 0.0f, sy = 0.0f;
+  __device__ TileColumnPixels(const StackParams& p, int s, int x0, int y0, int lane)
+      : y0(y0), rows(p.rows), cols(p.cols), column_inside(x0 + lane < p.cols) {
+    const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+    const std::size_t first = s * plane + static_cast<std::size_t>(y0) * p.cols + x0 + lane;
+    image = p.image + first;
+    sigma_x = p.sigma_x + first;
+    sigma_y = p.sigma_y + first;
+    load(0);
+  }
+  /// Loads tile row `tile_row` (the next in turn), then steps to the next row.
+  __device__ void load(int tile_row) {
+    const bool inside = column_inside && y0 + tile_row < rows;
+    v = inside ? *image : 0.0f;
+    sx = inside ? *sigma_x : 0.0f;
+    sy = inside ? *sigma_y : 0.0f;
+    image += cols;
+    sigma_x += cols;
+    sigma_y += cols;
+  }
+};
+
 /// Weight tables of the one-warp kernel (below): 4 source rows at a time.
 constexpr int kWarpChunkRows = 4;
 constexpr int kWarpChunkPixels = kWarpChunkRows * kTileCols;
@@ -504,7 +644,6 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
 
   const BucketTile tile(p, tile_list);
   const int s = tile.slice, x0 = tile.x0, y0 = tile.y0;
-  const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
 
   const int lane = threadIdx.x;
   const int g = lane / 4, t = lane % 4;
@@ -520,34 +659,15 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
 #pragma unroll
       for (int q = 0; q < 4; ++q) sum[b][j][q] = 0.0f;
 
-  // The lane's pixels are column x0 + lane of the tile's rows y0 … y0 + 15,
-  // one per pass, each loaded a pass ahead (zeros outside the slice): the
-  // address steps by a row, where a pixel index computed per pass took ~30
-  // instructions of 64-bit arithmetic.
-  const bool column_inside = x0 + lane < p.cols;
-  const std::size_t first = s * plane + static_cast<std::size_t>(y0) * p.cols + x0 + lane;
-  const float* image = p.image + first;
-  const float* sigma_x = p.sigma_x + first;
-  const float* sigma_y = p.sigma_y + first;
-  float next_v = 0.0f, next_sx = 0.0f, next_sy = 0.0f;
-  const auto load_pixel = [&](int tile_row) {  // then steps to the next row
-    const bool inside = column_inside && y0 + tile_row < p.rows;
-    next_v = inside ? *image : 0.0f;
-    next_sx = inside ? *sigma_x : 0.0f;
-    next_sy = inside ? *sigma_y : 0.0f;
-    image += p.cols;
-    sigma_x += p.cols;
-    sigma_y += p.cols;
-  };
-  load_pixel(0);
+  TileColumnPixels pixels(p, s, x0, y0, lane);
 
 #pragma unroll 1
   for (int chunk = 0; chunk < kTileRows; chunk += kWarpChunkRows) {
     unsigned nonzero_rows = 0;  // bit j: row j of the chunk has a non-zero pixel (warp-uniform)
 #pragma unroll 1
     for (int j = 0; j < kWarpChunkRows; ++j) {
-      const float v = next_v, sx = next_sx, sy = next_sy;
-      if (chunk + j + 1 < kTileRows) load_pixel(chunk + j + 1);
+      const float v = pixels.v, sx = pixels.sx, sy = pixels.sy;
+      if (chunk + j + 1 < kTileRows) pixels.load(chunk + j + 1);
       write_pixel_tables<G::kRadiusMax, kStride>(kyv, kx, j * kTileCols + lane, v, sx, sy, p.cutoff_sigmas, radius);
       if (__any_sync(0xffffffffu, v != 0.0f)) nonzero_rows |= 1u << j;
     }
@@ -561,16 +681,7 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
     for (int row = 0; row < kWarpChunkRows; row += kRowsPerSum) {
       if ((nonzero_rows >> row & ((1u << kRowsPerSum) - 1u)) == 0u) continue;
       int a_offset[kRowsPerSum][2][2], rowbase[kRowsPerSum];
-#pragma unroll
-      for (int k = 0; k < kRowsPerSum; ++k) {
-        rowbase[k] = (row + k) * kTileCols;
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          const int e = 16 * b - 8 - (chunk + row + k);  // A[m][k] = I·K(e + m), block b's rows y0 − 8 + 16b + m
-          a_offset[k][b][0] = table_row<G::kRadiusMax>(e + g) * kStride + t + rowbase[k];
-          a_offset[k][b][1] = table_row<G::kRadiusMax>(e + g + 8) * kStride + t + rowbase[k];
-        }
-      }
+      a_table_offsets<kRadiusClass, kRowsPerSum, kStride>(row, chunk + row, g, t, a_offset, rowbase);
       float part[2][kColumnBlocks][4];
 #pragma unroll
       for (int b = 0; b < 2; ++b)
@@ -578,29 +689,14 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
         for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
           for (int q = 0; q < 4; ++q) part[b][j][q] = 0.0f;
-#pragma unroll
-      for (int group = 0; group < kTileCols / 8; ++group)
-#pragma unroll
-        for (int k = 0; k < kRowsPerSum; ++k) {
-          uint32_t b_hi[G::kBand][2], b_lo[G::kBand][2];
-#pragma unroll
-          for (int i = 0; i < G::kBand; ++i) {
-            split_tf32(kx[b_offset[i][0] + rowbase[k] + 8 * group], b_hi[i][0], b_lo[i][0]);
-            split_tf32(kx[b_offset[i][1] + rowbase[k] + 8 * group], b_hi[i][1], b_lo[i][1]);
-          }
-#pragma unroll
-          for (int b = 0; b < 2; ++b) {
-            uint32_t a_hi[4], a_lo[4];
-            split_tf32(kyv[a_offset[k][b][0] + 8 * group], a_hi[0], a_lo[0]);
-            split_tf32(kyv[a_offset[k][b][1] + 8 * group], a_hi[1], a_lo[1]);
-            split_tf32(kyv[a_offset[k][b][0] + 8 * group + 4], a_hi[2], a_lo[2]);
-            split_tf32(kyv[a_offset[k][b][1] + 8 * group + 4], a_hi[3], a_lo[3]);
-#pragma unroll
-            for (int i = 0; i < G::kBand; ++i) {
-              mma_3xtf32(part[b][group + i], a_hi, a_lo, b_hi[i][0], b_hi[i][1], b_lo[i][0], b_lo[i][1]);  // block J = G + i
-            }
-          }
-        }
+      // Only the row blocks the step's rows reach, at R' = 4 (a quarter of
+      // the rows of a radius-4 tile reach one block: r_max 4 0.56 → 0.53 ms,
+      // docs/benchmarks.md run 53); at R' = 8 the three variants spilled 120
+      // bytes, and the tiles of radius 8 have no row out of reach.
+      if constexpr (kRadiusClass == 4)
+        multiply_reached_rows<kRadiusClass, kRowsPerSum>(chunk + row, radius, kyv, kx, a_offset, rowbase, b_offset, part);
+      else
+        multiply_rows_one_warp<kRadiusClass, 0, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
 #pragma unroll
       for (int b = 0; b < 2; ++b)
 #pragma unroll
@@ -624,11 +720,135 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
   flush_region<kRadiusClass>(p, region, x0, y0, s, lane, 32);
 }
 
-/// The one-warp kernel runs the classes of RB = 1 with fresh row sums (the
-/// default accumulation); the block kernel the others, and the chained
-/// accumulation the benchmark compares.
+/// The one-warp kernel of RB = 2 (R' = 12 and 16; the region three 16-row
+/// blocks high, below): its tables of kChunkRows source rows, and the tile's
+/// sums in shared memory beside them.
+template <int kRadiusClass>
+struct WarpSharedSumGeometry {
+  using G = MmaGeometry<kRadiusClass>;
+  static_assert(G::RB == 2, "three row blocks per warp: the classes of RB 2");
+  /// Source rows per table build (and per step of products).
+  static constexpr int kChunkRows = 2;
+  /// ≡ 4 (mod 32), as kTableStride: the fragment loads stay conflict-free.
+  static constexpr int kStride = kChunkRows * kTileCols + 4;
+  static_assert(kStride % 32 == 4, "fragment loads would conflict");
+  static_assert(kTileRows % kChunkRows == 0, "chunks must cover the tile");
+  /// Source rows per fresh sum, as the block kernel's at RB 2.
+  static constexpr int kRowsPerSum = 4;
+  static_assert(kRowsPerSum % kChunkRows == 0 && kTileRows % kRowsPerSum == 0, "sums of whole chunks");
+  /// Row stride of the sums: ≡ 8 or 24 (mod 32), so that a half-warp's
+  /// float2 accesses to rows g … g + 3 of a fragment fall in 32 banks.
+  static constexpr int kRegionStride = G::kRegionCols % 32 == 0 ? G::kRegionCols + 8 : G::kRegionCols;
+  static_assert(kRegionStride % 32 == 8 || kRegionStride % 32 == 24, "the sums' float2 accesses would conflict");
+  static constexpr int kRegionFloats = G::kRegionRows * kRegionStride;
+  static constexpr int kTableFloats = G::kTableEntries * kStride;
+  static constexpr int kSharedBytes = (kRegionFloats + 2 * kTableFloats) * static_cast<int>(sizeof(float));
+  /// Warps per SM it is compiled for, measured per class (H100, fixed r,
+  /// docs/benchmarks.md runs 53–55): at R' = 12, 12 warps (168 registers,
+  /// 16 bytes spilled) 1.03 ms against 1.07 at 8 (208 registers) and 1.07 for
+  /// the block kernel; at R' = 16, 8 warps (211 registers) 1.28 ms against
+  /// 1.42 at 12 (72 bytes spilled) and 1.40 for the block kernel.
+  static constexpr int kWarpsPerSm = kRadiusClass == 12 ? 12 : 8;
+};
+
+/// One warp per bucket tile of radius `radius` ≤ kRadiusClass, for the classes
+/// of RB = 2 (8 < R ≤ 16): as scatter_tensor_core_warp_kernel, one warp
+/// computes all three 16-row blocks of the region, so each B fragment is
+/// loaded and split once where the block kernel's three warps did it three
+/// times. Three blocks' sums would take 84–96 registers and as many fresh
+/// ones: here only the fresh sums stay in registers, and every kRowsPerSum
+/// source rows they are added to the tile's sums in shared memory (float2
+/// loads and stores, the block kernel's numerics). Each step multiplies only
+/// the row blocks its source rows reach at the tile's radius (a
+/// compile-time choice of first and last block: no branch in the products).
+template <int kRadiusClass>
+__global__ void __launch_bounds__(32, WarpSharedSumGeometry<kRadiusClass>::kWarpsPerSm)
+    scatter_tensor_core_warp_rb2_kernel(StackParams p, const int* tile_list, int radius) {
+  using G = MmaGeometry<kRadiusClass>;
+  using W = WarpSharedSumGeometry<kRadiusClass>;
+  constexpr int kColumnBlocks = G::kColumnBlocks, kRowBlocks = G::kRowBlocks;
+  constexpr int kStride = W::kStride, kChunkRows = W::kChunkRows;
+  extern __shared__ float4 shared4[];
+  float* region = reinterpret_cast<float*>(shared4);  // [kRegionRows][kRegionStride], origin (x0 − kRadiusClass, y0 − 16)
+  float* kyv = region + W::kRegionFloats;              // [d][pixel]: I · K(d, σy)
+  float* kx = kyv + W::kTableFloats;                   // [d][pixel]: K(d, σx)
+
+  const BucketTile tile(p, tile_list);
+  const int s = tile.slice, x0 = tile.x0, y0 = tile.y0;
+
+  const int lane = threadIdx.x;
+  const int g = lane / 4, t = lane % 4;
+
+  int b_offset[G::kBand][2];  // B's table offsets per band block
+  b_table_offsets<kRadiusClass, kStride>(g, t, b_offset);
+
+  float part[kRowBlocks][kColumnBlocks][4];  // fresh sums of kRowsPerSum source rows
+  const auto clear_part = [&] {
+#pragma unroll
+    for (int b = 0; b < kRowBlocks; ++b)
+#pragma unroll
+      for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) part[b][j][q] = 0.0f;
+  };
+  clear_part();
+  // The fresh sums into the tile's: the lane's own cells (fragment d0, d1 at
+  // row g, columns 2t, 2t + 1; d2, d3 eight rows down), stored by the first
+  // sum and added by the others.
+  const auto add_part_to_region = [&](bool first) {
+#pragma unroll
+    for (int b = 0; b < kRowBlocks; ++b)
+#pragma unroll
+      for (int j = 0; j < kColumnBlocks; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2* cell = reinterpret_cast<float2*>(region + (16 * b + g + 8 * h) * W::kRegionStride + 8 * j + 2 * t);
+          float2 v = make_float2(part[b][j][2 * h], part[b][j][2 * h + 1]);
+          if (!first) {
+            const float2 old = *cell;
+            v.x += old.x;
+            v.y += old.y;
+          }
+          *cell = v;
+        }
+  };
+
+  TileColumnPixels pixels(p, s, x0, y0, lane);
+
+#pragma unroll 1
+  for (int chunk = 0; chunk < kTileRows; chunk += kChunkRows) {
+    bool any_nonzero = false;  // warp-uniform
+#pragma unroll
+    for (int j = 0; j < kChunkRows; ++j) {
+      const float v = pixels.v, sx = pixels.sx, sy = pixels.sy;
+      if (chunk + j + 1 < kTileRows) pixels.load(chunk + j + 1);
+      write_pixel_tables<G::kRadiusMax, kStride>(kyv, kx, j * kTileCols + lane, v, sx, sy, p.cutoff_sigmas, radius);
+      any_nonzero |= __any_sync(0xffffffffu, v != 0.0f);
+    }
+    __syncwarp();
+
+    if (any_nonzero) {
+      int a_offset[kChunkRows][kRowBlocks][2], rowbase[kChunkRows];
+      a_table_offsets<kRadiusClass, kChunkRows, kStride>(0, chunk, g, t, a_offset, rowbase);
+      multiply_reached_rows<kRadiusClass, kChunkRows>(chunk, radius, kyv, kx, a_offset, rowbase, b_offset, part);
+    }
+    if ((chunk + kChunkRows) % W::kRowsPerSum == 0) {
+      add_part_to_region(chunk + kChunkRows == W::kRowsPerSum);
+      clear_part();
+    }
+    __syncwarp();  // the products are done with the tables before they are rewritten
+  }
+  flush_region<kRadiusClass, W::kRegionStride>(p, region, x0, y0, s, lane, 32);
+}
+
+/// With fresh row sums (the default accumulation), the one-warp kernels run
+/// the classes of RB = 1 (sums in registers) and RB = 2 (sums in shared
+/// memory); the block kernel the others, and the chained accumulation the
+/// benchmark compares.
 template <int kRadiusClass, bool kFresh>
 constexpr bool kOneWarpPerTile = kFresh && MmaGeometry<kRadiusClass>::RB == 1;
+template <int kRadiusClass, bool kFresh>
+constexpr bool kOneWarpPerTileRb2 = kFresh && MmaGeometry<kRadiusClass>::RB == 2;
 
 /// A kernel's dynamic shared memory limit, and the carveout at its maximum.
 template <class Kernel>
@@ -642,17 +862,15 @@ void configure_kernel(Kernel kernel, int shared_bytes) {
 /// (only that one is instantiated).
 template <int kRadiusClass, bool kFresh>
 void configure_radius_class() {
-  if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>)
+  if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>) {
     configure_kernel(scatter_tensor_core_warp_kernel<kRadiusClass>, WarpTileGeometry<kRadiusClass>::kSharedBytes);
-  else
+  } else if constexpr (kOneWarpPerTileRb2<kRadiusClass, kFresh>) {
+    configure_kernel(scatter_tensor_core_warp_rb2_kernel<kRadiusClass>,
+                     WarpSharedSumGeometry<kRadiusClass>::kSharedBytes);
+  } else {
     configure_kernel(scatter_tensor_core_kernel<kRadiusClass, kFresh>, MmaGeometry<kRadiusClass>::kSharedBytes);
+  }
 }
-
-/// The radius classes: kRadiusClassStep, 2·kRadiusClassStep, … kMaxTileRadiusPx.
-constexpr int kRadiusClassStep = 4;
-static_assert(kMaxTileRadiusPx % kRadiusClassStep == 0, "the last class ends at the largest tile radius");
-/// The class of a tile radius (1 … kMaxTileRadiusPx): rounded up to a multiple of the step.
-constexpr int radius_class(int radius) { return (radius + kRadiusClassStep - 1) / kRadiusClassStep * kRadiusClassStep; }
 
 /// Every class's kernel, from kRadiusClass on.
 template <bool kFresh, int kRadiusClass = kRadiusClassStep>
@@ -669,6 +887,9 @@ void launch_accumulation(int radius, int count, const int* tiles, const StackPar
     if constexpr (kOneWarpPerTile<kRadiusClass, kFresh>)
       scatter_tensor_core_warp_kernel<kRadiusClass>
           <<<count, 32, WarpTileGeometry<kRadiusClass>::kSharedBytes, stream>>>(p, tiles, radius);
+    else if constexpr (kOneWarpPerTileRb2<kRadiusClass, kFresh>)
+      scatter_tensor_core_warp_rb2_kernel<kRadiusClass>
+          <<<count, 32, WarpSharedSumGeometry<kRadiusClass>::kSharedBytes, stream>>>(p, tiles, radius);
     else
       scatter_tensor_core_kernel<kRadiusClass, kFresh><<<count, G::kThreads, G::kSharedBytes, stream>>>(p, tiles, radius);
   } else if constexpr (kRadiusClass < kMaxTileRadiusPx)
