@@ -558,6 +558,42 @@ struct LayerStackArgs {
 /// there (the dose beyond is the range-straggling tail, a few % of a mm).
 constexpr double kMinScatteringEnergyMev = 1.0;
 
+/// The constants of layer_ray<Real>'s slice step, in its arithmetic type: the
+/// grid's depth, divergence and pitch, and the layer's WEPL table step and
+/// spread widths. The GPU's layer kernel keeps them in shared memory
+/// (layer_ray_constants, once per block): held in the step's locals, the loop
+/// (64 registers) rematerialised them from the double grid and layer fields
+/// at every step, a load and a conversion each (~12 of ~450 instructions per
+/// step, SASS of the water cube's kernel). Plain data (shared memory needs
+/// it): made only by layer_ray_constants.
+template <class Real>
+struct LayerRayConstants {
+  Real depth0_mm, depth_step_mm;
+  Real inv_sad_x, inv_sad_y;
+  Real pitch_x_mm, pitch_y_mm;
+  Real pixel_area_iso_mm2;  ///< pitch_x_mm · pitch_y_mm
+  Real inv_wepl_step_mm;
+  Real spread_x_iso_mm, spread_y_iso_mm;
+};
+
+/// layer_ray's constants for the grid g and layer L, rounded to Real as the
+/// step has always rounded them.
+template <class Real>
+PD_HD inline LayerRayConstants<Real> layer_ray_constants(const BevGeometry& g, const LayerScalars& L) {
+  LayerRayConstants<Real> c;
+  c.depth0_mm = static_cast<Real>(g.depth0_mm);
+  c.depth_step_mm = static_cast<Real>(g.depth_step_mm);
+  c.inv_sad_x = static_cast<Real>(g.inv_sad_x);
+  c.inv_sad_y = static_cast<Real>(g.inv_sad_y);
+  c.pitch_x_mm = static_cast<Real>(g.pitch_x_mm);
+  c.pitch_y_mm = static_cast<Real>(g.pitch_y_mm);
+  c.pixel_area_iso_mm2 = c.pitch_x_mm * c.pitch_y_mm;
+  c.inv_wepl_step_mm = static_cast<Real>(L.inv_wepl_step_mm);
+  c.spread_x_iso_mm = static_cast<Real>(L.spread_sigma_x_iso_mm);
+  c.spread_y_iso_mm = static_cast<Real>(L.spread_sigma_y_iso_mm);
+  return c;
+}
+
 /// layer_ray's default observer: nothing.
 struct NoPixelObserver {
   PD_HD void operator()(int /*slice*/, float /*image*/, float /*sigma_x_px*/, float /*sigma_y_px*/) const {}
@@ -602,10 +638,11 @@ struct PixelHaloStore {
 /// check): each of the step's stores and loads then takes one 32-bit
 /// multiply-add for its address instead of a 64-bit shift and add (~25 of the
 /// step's ~280 instructions, SASS of the water cube's kernel).
+/// `c`: layer_ray_constants<Real>(s.grid, L) (the overload below makes it).
 template <class Real, class PixelObserver = NoPixelObserver, class Index = std::size_t,
           class HaloStore = PixelHaloStore>
-PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, int col, int row,
-                              int* overshoot_px, float* max_halo_variance_mm2,
+PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, const LayerRayConstants<Real>& c,
+                              int col, int row, int* overshoot_px, float* max_halo_variance_mm2,
                               const PixelObserver& observe = PixelObserver{},
                               const HaloStore& store_halo = HaloStore{}) {
   const BevGeometry& g = s.grid;
@@ -631,13 +668,6 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
     a1 = s1 + s0 * dz;
     a2 = static_cast<Real>(L.shifter_a2_mm2) + Real(2) * s1 * dz + s0 * dz * dz;
   }
-  const Real depth0_mm = static_cast<Real>(g.depth0_mm), depth_step_mm = static_cast<Real>(g.depth_step_mm);
-  const Real inv_sad_x = static_cast<Real>(g.inv_sad_x), inv_sad_y = static_cast<Real>(g.inv_sad_y);
-  const Real pitch_x_mm = static_cast<Real>(g.pitch_x_mm), pitch_y_mm = static_cast<Real>(g.pitch_y_mm);
-  const Real pixel_area_iso_mm2 = pitch_x_mm * pitch_y_mm;
-  const Real inv_wepl_step_mm = static_cast<Real>(L.inv_wepl_step_mm);
-  const Real spread_x_iso_mm = static_cast<Real>(L.spread_sigma_x_iso_mm);
-  const Real spread_y_iso_mm = static_cast<Real>(L.spread_sigma_y_iso_mm);
   const double wet = L.shifter_wet_mm;
   double energy = 0.0;
   int overshoot = *overshoot_px;
@@ -698,18 +728,18 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       const double cidd_far = cidd_at(fmin(static_cast<double>(w_far_mm), L.cutoff_wepl_mm) + wet);
       const double d_mev = cidd_far - cidd_near;
       cidd_near = cidd_far;
-      const Real d = depth0_mm + k * depth_step_mm;
-      const Real mx = 1 + d * inv_sad_x, my = 1 + d * inv_sad_y;
+      const Real d = c.depth0_mm + k * c.depth_step_mm;
+      const Real mx = 1 + d * c.inv_sad_x, my = 1 + d * c.inv_sad_y;
       // Products with constants, not divisions: a float division is a
       // ~10-instruction sequence on the GPU, in a loop bound by its issue rate.
-      const Real area_mm2 = pixel_area_iso_mm2 * mx * my;
+      const Real area_mm2 = c.pixel_area_iso_mm2 * mx * my;
       // Dose to water: the water-equivalent length at 1 g/cm³; else the medium's.
       constexpr Real kCm3PerMm3 = Real(1e-3);
       const Real mass_g = (s.dose_to_water ? w_far - w_near : rho * step) * area_mm2 * kCm3PerMm3;
       // The layer's WEPL tables share their nodes (≥ 2: a layer with slices
       // has a cut-off past 0 and tables to 20 mm beyond it): one lookup of the
       // node for the energy and the scattering power, one for the halo.
-      const UniformTablePoint<Real> at_mid = uniform_table_point(L.wepl_nodes, inv_wepl_step_mm, w_mid);
+      const UniformTablePoint<Real> at_mid = uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, w_mid);
       const Real e_mid = uniform_table_at(L.energy_mev, at_mid);
       const bool scatters = rho > static_cast<Real>(kMinScatteringDensity) &&
                             e_mid > static_cast<Real>(kMinScatteringEnergyMev);
@@ -730,7 +760,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
         energy += step_energy_mev;
         const Real pixel_gy =
             result_divide(static_cast<Real>(step_energy_mev), mass_g) * static_cast<Real>(kGyPerMevPerGram);
-        const Real sxm = spread_x_iso_mm * mx, sym = spread_y_iso_mm * my;
+        const Real sxm = c.spread_x_iso_mm * mx, sym = c.spread_y_iso_mm * my;
         // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
         const Real vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
         const Real vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
@@ -739,7 +769,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
           // fraction W of this step's energy spreads with the halo σ (total
           // width; the spread fluence already carries σ_spread).
           const Real w_halo = real_fmin(w_mid, static_cast<Real>(L.halo_max_wepl_mm));
-          const UniformTablePoint<Real> at_halo = uniform_table_point(L.wepl_nodes, inv_wepl_step_mm, w_halo);
+          const UniformTablePoint<Real> at_halo = uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, w_halo);
           const Real weight = uniform_table_at(L.halo_weight, at_halo);
           const Real sh = uniform_table_at(L.halo_sigma_mm, at_halo);
           const Real variance = L.halo_sigma_is_added
@@ -752,8 +782,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
         } else {
           image = static_cast<float>(pixel_gy);
         }
-        spx = static_cast<float>(result_divide(result_sqrt(real_fmax(vx, Real(0))), pitch_x_mm * mx));
-        spy = static_cast<float>(result_divide(result_sqrt(real_fmax(vy, Real(0))), pitch_y_mm * my));
+        spx = static_cast<float>(result_divide(result_sqrt(real_fmax(vx, Real(0))), c.pitch_x_mm * mx));
+        spy = static_cast<float>(result_divide(result_sqrt(real_fmax(vy, Real(0))), c.pitch_y_mm * my));
       }
     }
     if (on_grid) {
@@ -781,6 +811,17 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   *overshoot_px = overshoot;
   *max_halo_variance_mm2 = halo_variance_max;
   return energy;
+}
+
+/// layer_ray with its constants made from s.grid and L.
+template <class Real, class PixelObserver = NoPixelObserver, class Index = std::size_t,
+          class HaloStore = PixelHaloStore>
+PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, int col, int row,
+                              int* overshoot_px, float* max_halo_variance_mm2,
+                              const PixelObserver& observe = PixelObserver{},
+                              const HaloStore& store_halo = HaloStore{}) {
+  return layer_ray<Real, PixelObserver, Index, HaloStore>(s, L, layer_ray_constants<Real>(s.grid, L), col, row,
+                                                          overshoot_px, max_halo_variance_mm2, observe, store_halo);
 }
 
 // ---------------------------------------------------------------------------

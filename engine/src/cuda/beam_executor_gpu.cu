@@ -429,6 +429,9 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   static_assert(sizeof L % sizeof(unsigned) == 0 && std::is_trivially_copyable_v<kernels::LayerTables<float>>);
   for (unsigned w = threadIdx.x; w < sizeof L / sizeof(unsigned); w += blockDim.x)
     reinterpret_cast<unsigned*>(&L)[w] = reinterpret_cast<const unsigned*>(layers + blockIdx.x)[w];
+  // The step's constants in float, beside them (kernels::LayerRayConstants).
+  __shared__ kernels::LayerRayConstants<float> constants;
+  if (threadIdx.x == 0) constants = kernels::layer_ray_constants<float>(s.grid, layers[blockIdx.x]);
   __syncthreads();
   // Every slice of the layer is zero outside its fluence's box (a ray
   // without protons stores zeros): the superposer's SliceBox of each.
@@ -451,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   double energy = 0;
   if (__any_sync(0xffffffffu, has_protons)) {
     energy = kernels::layer_ray<float, LayerSliceSummary, Index, ColumnBinnedHaloStore<kColumnBin>>(
-        s, L, col, row, &overshoot, &halo_variance_max,
+        s, L, constants, col, row, &overshoot, &halo_variance_max,
         LayerSliceSummary{SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset}}, halo);
   } else {
     const Index plane = static_cast<Index>(s.grid.plane());
