@@ -129,8 +129,9 @@ __device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t 
 
 /// Weight tables of radius classes up to this radius are written by fully
 /// unrolled loops (compile-time store offsets, no loop counter); larger
-/// classes keep a loop: unrolled to 32 the kernels grew slower at every
-/// larger class, r_max 32 4.9 → 8.1 ms (docs/benchmarks.md run 22).
+/// classes keep a loop in the block kernel: unrolled to 32 the kernels grew
+/// slower at every larger class, r_max 32 4.9 → 8.1 ms (docs/benchmarks.md
+/// run 22). The RB 2 one-warp kernel (R' = 12, 16) unrolls its own (run 58).
 constexpr int kUnrolledTablesMaxRadius = 8;
 /// Classes of RB = ⌈R'/8⌉ up to this one load each thread's next pixel one
 /// pass ahead (below): 3–6 % faster at RB 1–3; at RB 4 (165 registers) 40 %
@@ -153,7 +154,7 @@ __device__ inline int table_row(int d) {
 /// lane's r and a fill loop from there cost the warp both maxima). a is
 /// 1/(√2σ) by rcp.approx (≤ 1 ulp; the IEEE division took ten instructions
 /// and a slow-path branch per pixel).
-template <int kRadiusMax, class Sink>
+template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
   float a = 0.0f;
@@ -164,7 +165,7 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
   HalfErfcWalk half_erfc(a);
   float upper = half_erfc.value();  // ½·erfc((d + ½)·a) for d = 0
   sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);
-  if constexpr (kRadiusMax <= kUnrolledTablesMaxRadius) {
+  if constexpr (kUnrolled) {
     // To the class's largest radius whatever the tile's (at most 3 d more
     // than it needs): compile-time store offsets, no loop counter and no
     // branch per d.
@@ -196,7 +197,7 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
 /// together (the choices are warp votes): no erfc for 32 zero pixels; one
 /// erfc loop for both tables where every σx == σy (the paper's experiment; a
 /// beam whose optics are round), the same tables as two loops give.
-template <int kRadiusMax, int kStride>
+template <int kRadiusMax, int kStride, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius)>
 __device__ inline void write_pixel_tables(float* kyv, float* kx, int q, float v, float sx, float sy,
                                           float cutoff_sigmas, int tile_radius) {
   const auto kyv_column = [&](int d, float k) { kyv[d * kStride + q] = v * k; };
@@ -204,13 +205,13 @@ __device__ inline void write_pixel_tables(float* kyv, float* kx, int q, float v,
   if (!__any_sync(0xffffffffu, v != 0.0f)) {
     for (int d = 0; d <= kRadiusMax + 1; ++d) kyv[d * kStride + q] = kx[d * kStride + q] = 0.0f;
   } else if (__all_sync(0xffffffffu, sx == sy)) {
-    for_each_weight<kRadiusMax>(sx, cutoff_sigmas, v != 0.0f, tile_radius, [&](int d, float k) {
+    for_each_weight<kRadiusMax, kUnrolled>(sx, cutoff_sigmas, v != 0.0f, tile_radius, [&](int d, float k) {
       kyv_column(d, k);
       kx_column(d, k);
     });
   } else {
-    for_each_weight<kRadiusMax>(sy, cutoff_sigmas, v != 0.0f, tile_radius, kyv_column);
-    for_each_weight<kRadiusMax>(sx, cutoff_sigmas, v != 0.0f, tile_radius, kx_column);
+    for_each_weight<kRadiusMax, kUnrolled>(sy, cutoff_sigmas, v != 0.0f, tile_radius, kyv_column);
+    for_each_weight<kRadiusMax, kUnrolled>(sx, cutoff_sigmas, v != 0.0f, tile_radius, kx_column);
   }
 }
 
@@ -822,7 +823,11 @@ __global__ void __launch_bounds__(32, WarpSharedSumGeometry<kRadiusClass>::kWarp
     for (int j = 0; j < kChunkRows; ++j) {
       const float v = pixels.v, sx = pixels.sx, sy = pixels.sy;
       if (chunk + j + 1 < kTileRows) pixels.load(chunk + j + 1);
-      write_pixel_tables<G::kRadiusMax, kStride>(kyv, kx, j * kTileCols + lane, v, sx, sy, p.cutoff_sigmas, radius);
+      // Table loops unrolled to the class's radius (a larger class than
+      // kUnrolledTablesMaxRadius, which holds for the block kernel): r_max 16
+      // 1.40 → 1.36 ms, 12 1.15 → 1.14 (docs/benchmarks.md run 58).
+      write_pixel_tables<G::kRadiusMax, kStride, true>(kyv, kx, j * kTileCols + lane, v, sx, sy, p.cutoff_sigmas,
+                                                       radius);
       any_nonzero |= __any_sync(0xffffffffu, v != 0.0f);
     }
     __syncwarp();
