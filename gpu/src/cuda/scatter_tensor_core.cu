@@ -335,9 +335,10 @@ __device__ inline void multiply_rows_one_warp(
 /// b (region rows 16b … 16b + 15, row 0 at y0 − 8RB) is reached by tile row
 /// j where j + 8RB − radius ≤ 16b + 15 and j + 8RB + radius ≥ 16b. The
 /// choice is warp-uniform and compile-time inside (no branch in the
-/// products). At RB 1 and radius ≤ 4, a quarter of the rows reach one block
-/// only; at RB 2 (radius > 8) every row reaches block 1 and one outer block
-/// at least (19 % of the three blocks' products are out of reach at R' = 12).
+/// products). At RB 1 and radius 4, the first and last four rows of a tile
+/// reach one block only (a quarter of the products); at RB 2 (radius > 8)
+/// every row reaches block 1 and one outer block at least (at radius 12,
+/// 8 of the 48 row-block products are out of reach).
 template <int kRadiusClass, int kRows>
 __device__ inline void multiply_reached_rows(
     int first_row, int radius, const float* kyv, const float* kx,
@@ -690,10 +691,10 @@ __global__ void __launch_bounds__(32, 16) scatter_tensor_core_warp_kernel(StackP
         for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
           for (int q = 0; q < 4; ++q) part[b][j][q] = 0.0f;
-      // Only the row blocks the step's rows reach, at R' = 4 (a quarter of
-      // the rows of a radius-4 tile reach one block: r_max 4 0.56 → 0.53 ms,
-      // docs/benchmarks.md run 53); at R' = 8 the three variants spilled 120
-      // bytes, and the tiles of radius 8 have no row out of reach.
+      // Only the row blocks the step's rows reach, at R' = 4 (a radius-4
+      // tile's first and last four rows reach one block: r_max 4 0.56 →
+      // 0.53 ms, docs/benchmarks.md run 55); at R' = 8 the three variants
+      // spilled 120 bytes, and the tiles of radius 8 have no row out of reach.
       if constexpr (kRadiusClass == 4)
         multiply_reached_rows<kRadiusClass, kRowsPerSum>(chunk + row, radius, kyv, kx, a_offset, rowbase, b_offset, part);
       else
@@ -745,10 +746,11 @@ struct WarpSharedSumGeometry {
   static constexpr int kTableFloats = G::kTableEntries * kStride;
   static constexpr int kSharedBytes = (kRegionFloats + 2 * kTableFloats) * static_cast<int>(sizeof(float));
   /// Warps per SM it is compiled for, measured per class (H100, fixed r,
-  /// docs/benchmarks.md runs 53–55): at R' = 12, 12 warps (168 registers,
-  /// 16 bytes spilled) 1.03 ms against 1.07 at 8 (208 registers) and 1.07 for
-  /// the block kernel; at R' = 16, 8 warps (211 registers) 1.28 ms against
-  /// 1.42 at 12 (72 bytes spilled) and 1.40 for the block kernel.
+  /// docs/benchmarks.md runs 53 and 60): at R' = 12, 12 warps (168
+  /// registers, 56 bytes spilled) 1.02 ms against 1.08 at 8 (206 registers,
+  /// no spill) and 1.07 for the block kernel; at R' = 16, 8 warps (208
+  /// registers) 1.24 ms, where 12 (72 bytes spilled) took 1.42 and the block
+  /// kernel 1.40.
   static constexpr int kWarpsPerSm = kRadiusClass == 12 ? 12 : 8;
 };
 
