@@ -197,6 +197,7 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
 /// together (the choices are warp votes): no erfc for 32 zero pixels; one
 /// erfc loop for both tables where every σx == σy (the paper's experiment; a
 /// beam whose optics are round), the same tables as two loops give.
+/// kUnrolled: the erfc loops unrolled to kRadiusMax (for_each_weight).
 template <int kRadiusMax, int kStride, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius)>
 __device__ inline void write_pixel_tables(float* kyv, float* kx, int q, float v, float sx, float sy,
                                           float cutoff_sigmas, int tile_radius) {
