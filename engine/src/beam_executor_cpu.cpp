@@ -282,13 +282,14 @@ class CpuBeamExecutor final : public BeamExecutor {
     for (const HostLayerTables& h : layers) {
       std::deque<std::vector<Real>> copies;
       const kernels::LayerTables<Real> t = bind(h, copies);
+      const kernels::LayerRayConstants<Real> constants = kernels::layer_ray_constants<Real>(g, t);
       parallel_for_chunks(static_cast<std::size_t>(g.rows), threads_, [&](std::size_t b, std::size_t e, int) {
         for (std::size_t r = b; r < e; ++r) {
           double energy = 0;
           int overshoot = rows.overshoot_px[r];
           float halo_variance_max = rows.halo_variance_max_mm2[r];
           for (int c = 0; c < g.cols; ++c)
-            energy += kernels::layer_ray(s, t, c, static_cast<int>(r), &overshoot, &halo_variance_max);
+            energy += kernels::layer_ray(s, t, constants, c, static_cast<int>(r), &overshoot, &halo_variance_max);
           rows.energy_mev[r] += energy;
           rows.overshoot_px[r] = overshoot;
           rows.halo_variance_max_mm2[r] = halo_variance_max;

@@ -813,7 +813,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   return energy;
 }
 
-/// layer_ray with its constants made from s.grid and L.
+/// layer_ray with its constants made from s.grid and L (one ray at a time;
+/// the executors make them once per layer).
 template <class Real, class PixelObserver = NoPixelObserver, class Index = std::size_t,
           class HaloStore = PixelHaloStore>
 PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, int col, int row,

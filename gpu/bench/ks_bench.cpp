@@ -449,31 +449,31 @@ int main(int argc, char** argv) {
                                           : quick ? std::vector<int>{2, 4, 8}
                                                   : std::vector<int>{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32};
       if (!fixed_list.empty()) {
-      report.line("Crossover, 512² (64 slices), every tile at fixed r: tile scatter vs tensor cores");
-      report.line("");
-      report.line("| r | tiled fixed r (ms) | tensor cores fixed r, fresh row sums (ms) | chained accumulation (ms) | "
-                  "tensor cores / tiled | paper-executed taps/s (fresh, chained) | useful taps/s (fresh) | "
-                  "max rel. error vs gather (tiled, fresh, chained) |");
-      report.line("|---|---|---|---|---|---|---|---|");
-      for (int r : fixed_list) {
-        const HostStack st = paper_stack(6000u + r, quick ? 8 : 64, 512, 512, r);
-        const pd::SuperpositionOptions defaults;
-        const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), defaults, r, warmup, repetitions);
-        const auto tc = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadius, st.input(), defaults, r, warmup, repetitions);
-        const auto chained = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadiusChained, st.input(), defaults, r, warmup, repetitions);
-        const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), defaults, 0, 0, 1);
-        const std::vector<double> reference = to_double(gather.output);
-        const TapCounts taps = count_taps(st, r);
-        report.line("| " + std::to_string(r) + " | " + fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", tc.median_ms) +
-                    " | " + fmt("%.3f", chained.median_ms) + " | " + fmt("%.2f", tc.median_ms / tiled.median_ms) + " | " +
-                    fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + ", " +
-                    fmt("%.2e", taps.executed / (chained.median_ms * 1e-3)) + " | " +
-                    fmt("%.2e", taps.useful / (tc.median_ms * 1e-3)) + " | " +
-                    fmt("%.1e", relative_error(tiled.output, reference)) + ", " +
-                    fmt("%.1e", relative_error(tc.output, reference)) + ", " +
-                    fmt("%.1e", relative_error(chained.output, reference)) + " |");
-      }
-      report.line("");
+        report.line("Crossover, 512² (64 slices), every tile at fixed r: tile scatter vs tensor cores");
+        report.line("");
+        report.line("| r | tiled fixed r (ms) | tensor cores fixed r, fresh row sums (ms) | chained accumulation (ms) | "
+                    "tensor cores / tiled | paper-executed taps/s (fresh, chained) | useful taps/s (fresh) | "
+                    "max rel. error vs gather (tiled, fresh, chained) |");
+        report.line("|---|---|---|---|---|---|---|---|");
+        for (int r : fixed_list) {
+          const HostStack st = paper_stack(6000u + r, quick ? 8 : 64, 512, 512, r);
+          const pd::SuperpositionOptions defaults;
+          const auto tiled = pd::bench::time_superposition(SuperpositionVariant::kScatterTiledFixedRadius, st.input(), defaults, r, warmup, repetitions);
+          const auto tc = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadius, st.input(), defaults, r, warmup, repetitions);
+          const auto chained = pd::bench::time_superposition(SuperpositionVariant::kTensorCoreFixedRadiusChained, st.input(), defaults, r, warmup, repetitions);
+          const auto gather = pd::bench::time_superposition(SuperpositionVariant::kGatherExact, st.input(), defaults, 0, 0, 1);
+          const std::vector<double> reference = to_double(gather.output);
+          const TapCounts taps = count_taps(st, r);
+          report.line("| " + std::to_string(r) + " | " + fmt("%.3f", tiled.median_ms) + " | " + fmt("%.3f", tc.median_ms) +
+                      " | " + fmt("%.3f", chained.median_ms) + " | " + fmt("%.2f", tc.median_ms / tiled.median_ms) + " | " +
+                      fmt("%.2e", taps.executed / (tc.median_ms * 1e-3)) + ", " +
+                      fmt("%.2e", taps.executed / (chained.median_ms * 1e-3)) + " | " +
+                      fmt("%.2e", taps.useful / (tc.median_ms * 1e-3)) + " | " +
+                      fmt("%.1e", relative_error(tiled.output, reference)) + ", " +
+                      fmt("%.1e", relative_error(tc.output, reference)) + ", " +
+                      fmt("%.1e", relative_error(chained.output, reference)) + " |");
+        }
+        report.line("");
       }
     }
     if (!out_path.empty()) pd::write_text_atomically(out_path, report.str());
