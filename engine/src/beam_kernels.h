@@ -1080,6 +1080,58 @@ PD_HD inline float sample_bev_at(const BevGeometry& g, const float* bev, double 
                                 static_cast<Real>((d - g.depth0_mm) * g.inv_depth_step_mm));
 }
 
+/// The fractional BEV index (col, row, slice) of the points p(u) = p + u·dp,
+/// u = 0, 1, 2, … (beam frame): a run of output voxels along a row of the
+/// dose grid, dp its step. Found in double at u = 0 and stepped in float:
+/// the depth is linear in u, and so is the column of a parallel axis; on a
+/// divergent one (x and the magnification m both linear in u)
+///   x(u)/m(u) − x(0)/m(0) = u·(dx·m(0) − x(0)·dm) / (m(0)·m(u)),
+/// so c(u) = c(0) + u·k / m(u) with k found once: the float step carries
+/// only its own rounding on top of c(0)'s (the column itself is never the
+/// difference of two large floats). Found per voxel in double, the point and
+/// the index were a quarter of the GPU resampling's instructions (ncu, water
+/// cube, H100: 224.6 → 163.4 M warp instructions, 258 → 201 µs, with runs of
+/// four voxels per thread).
+struct BevIndexLine {
+  float col0, row0, slice0;  ///< at u = 0, each rounded once from double
+  float col_k, row_k;        ///< k of the formula above, in px (pitch and m(0) divided out)
+  float mx0, mx_step, my0, my_step;  ///< magnification at u = 0 and its step (1 and 0: parallel)
+  float slice_step;
+
+  PD_HD BevIndexLine(const BevGeometry& g, const double p[3], const double dp[3]) {
+    const double mx = g.magnification_x(p[2]), my = g.magnification_y(p[2]);
+    const double dmx = dp[2] * g.inv_sad_x, dmy = dp[2] * g.inv_sad_y;
+    // One division per divergent axis (a double division is a ~20-instruction
+    // sequence on the GPU), none on a parallel one (m = 1).
+    const double inv_mx = g.inv_sad_x == 0.0 ? 1.0 : 1.0 / mx, inv_my = g.inv_sad_y == 0.0 ? 1.0 : 1.0 / my;
+    col0 = static_cast<float>((p[0] * inv_mx - g.x0_mm) * g.inv_pitch_x_mm);
+    row0 = static_cast<float>((p[1] * inv_my - g.y0_mm) * g.inv_pitch_y_mm);
+    slice0 = static_cast<float>((p[2] - g.depth0_mm) * g.inv_depth_step_mm);
+    col_k = static_cast<float>((dp[0] * mx - p[0] * dmx) * inv_mx * g.inv_pitch_x_mm);
+    row_k = static_cast<float>((dp[1] * my - p[1] * dmy) * inv_my * g.inv_pitch_y_mm);
+    mx0 = static_cast<float>(mx);
+    my0 = static_cast<float>(my);
+    mx_step = static_cast<float>(dmx);
+    my_step = static_cast<float>(dmy);
+    slice_step = static_cast<float>(dp[2] * g.inv_depth_step_mm);
+  }
+
+  /// The index of point u, in float.
+  PD_HD void at(int u, float* col, float* row, float* slice) const {
+    const float fu = static_cast<float>(u);
+    *col = col0 + result_divide(fu * col_k, mx0 + fu * mx_step);
+    *row = row0 + result_divide(fu * row_k, my0 + fu * my_step);
+    *slice = slice0 + fu * slice_step;
+  }
+
+  /// Trilinear sample of bev (on grid g, the grid of this line) at point u; 0 outside.
+  PD_HD float sample(const BevGeometry& g, const float* bev, int u) const {
+    float col, row, slice;
+    at(u, &col, &row, &slice);
+    return sample_bev_index<float>(g, bev, col, row, slice);
+  }
+};
+
 /// Adds the BEV dose at beam-frame point p to *dose_voxel.
 template <class Real = double>
 PD_HD inline void resample_point(const BevGeometry& g, const float* bev, const double p[3], float* dose_voxel) {

@@ -300,6 +300,56 @@ TEST(BeamKernels, BevSampleInFloatIsTheDoubleOneToFloatRounding) {
   EXPECT_GT(inside, 10000);
 }
 
+// The GPU's resampling steps along a row of the dose grid in float
+// (BevIndexLine); each index must be the one found per voxel in double (as
+// sample_bev_at finds it) to float rounding of the index itself, on parallel
+// and divergent axes, for steps along any direction of the beam frame.
+TEST(BeamKernels, BevIndexLineStepsToThePerVoxelIndex) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> coord(-150.0, 150.0), step(-3.0, 3.0), sad(1500.0, 3000.0);
+  int checked = 0;
+  for (int t = 0; t < 4000; ++t) {
+    k::BevGeometry g{};
+    const bool divergent = t % 2 == 1;
+    g.inv_sad_x = divergent ? 1.0 / sad(rng) : 0.0;
+    g.inv_sad_y = divergent ? 1.0 / sad(rng) : 0.0;
+    g.x0_mm = -97.5;
+    g.y0_mm = -110.25;
+    g.pitch_x_mm = 1.0;
+    g.pitch_y_mm = 2.5;
+    g.depth0_mm = -128.5;
+    g.depth_step_mm = 1.5;
+    g.inv_pitch_x_mm = 1.0 / g.pitch_x_mm;
+    g.inv_pitch_y_mm = 1.0 / g.pitch_y_mm;
+    g.inv_depth_step_mm = 1.0 / g.depth_step_mm;
+    const double p[3] = {coord(rng), coord(rng), coord(rng)};
+    const double dp[3] = {step(rng), step(rng), step(rng)};
+    const k::BevIndexLine line(g, p, dp);
+    const auto index = [&](int u, double out[3]) {
+      const double x = p[0] + u * dp[0], y = p[1] + u * dp[1], d = p[2] + u * dp[2];
+      out[0] = (x / g.magnification_x(d) - g.x0_mm) * g.inv_pitch_x_mm;
+      out[1] = (y / g.magnification_y(d) - g.y0_mm) * g.inv_pitch_y_mm;
+      out[2] = (d - g.depth0_mm) * g.inv_depth_step_mm;
+    };
+    double first[3];
+    index(0, first);
+    for (int u = 0; u < 8; ++u) {
+      double exact[3];
+      index(u, exact);
+      float found[3];
+      line.at(u, &found[0], &found[1], &found[2]);
+      for (int a = 0; a < 3; ++a) {
+        // Two float ulps of the larger of the index and the line's first
+        // (rounded once, then stepped), and 1e-6 px for the step's rounding.
+        const double magnitude = std::max({std::abs(exact[a]), std::abs(first[a]), 1.0});
+        ASSERT_NEAR(found[a], exact[a], 2.0 * magnitude * 0x1p-23 + 1e-6) << "t " << t << " u " << u << " axis " << a;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 32000);
+}
+
 TEST(BeamKernels, IndexDivisorEqualsDivisionBelowTwoToThe31) {
   // Every divisor up to 4,100, powers of two and their neighbours, and the
   // largest; dividends at 0, around multiples of d, and at 2³¹ − 1.

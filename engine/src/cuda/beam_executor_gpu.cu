@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <new>
@@ -36,6 +37,9 @@ using kernels::BevGeometry;
 constexpr int kThreads = 256;
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+/// Whether p may be read and written as float4.
+bool is_16_byte_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 /// Host to device in `stream`. From pageable memory the call returns once the
 /// source is staged, so `h` may go out of scope right after; from pinned
@@ -623,40 +627,105 @@ struct HaloDose {
   const float* bev;  ///< null: none
 };
 
-/// One pass per output voxel: the beam dose is what earlier halo runs left
-/// in `beam` (beam_holds_dose; else 0), plus the halo's last coarse dose, plus
-/// the core's BEV dose, added in that order as kernels::resample_voxel adds
-/// them (in float: kernels::sample_bev_index); then the beam's check (first
-/// bad voxel), Σ dose·density, and the beam added to the plan. Three passes over the dose grid before (resample
-/// the halo, resample the core, check): 0.55 ms of an H100 for the water cube.
+/// Output voxels per thread of resample_finish_kernel: a run of consecutive
+/// voxels of a row shares one point found in double (kernels::BevIndexLine),
+/// one float4 of each array and one share of the block reductions.
+constexpr int kResampleRun = 4;
+
+/// Loads the run of `count` values from p + v0: one float4 where `vector`
+/// (a whole run, 16-byte aligned), else one by one.
+__device__ inline void load_run(const float* p, std::size_t v0, int count, bool vector, float (&out)[kResampleRun]) {
+  if (vector) {
+    const float4 q = *reinterpret_cast<const float4*>(p + v0);
+    out[0] = q.x, out[1] = q.y, out[2] = q.z, out[3] = q.w;
+    return;
+  }
+  for (int u = 0; u < kResampleRun; ++u) out[u] = u < count ? p[v0 + u] : 0.0f;
+}
+__device__ inline void store_run(float* p, std::size_t v0, int count, bool vector, const float (&in)[kResampleRun]) {
+  if (vector) {
+    *reinterpret_cast<float4*>(p + v0) = make_float4(in[0], in[1], in[2], in[3]);
+    return;
+  }
+  for (int u = 0; u < count; ++u) p[v0 + u] = in[u];
+}
+
+/// As kernels::resample_point: a sample of 0 adds nothing (not even to −0).
+__device__ inline void add_sample(float& x, float sample) {
+  if (sample != 0.0f) x += sample;
+}
+
+/// One pass over the output voxels, kResampleRun per thread: the beam dose is
+/// what earlier halo runs left in `beam` (beam_holds_dose; else 0), plus the
+/// halo's last coarse dose, plus the core's BEV dose, added in that order as
+/// kernels::resample_voxel adds them (in float: kernels::sample_bev_index);
+/// then the beam's check (first bad voxel), Σ dose·density, and the beam added
+/// to the plan. Three passes over the dose grid before (resample the halo,
+/// resample the core, check): 0.55 ms of an H100 for the water cube.
 /// With `plan_check` (the plan's last beam), each voxel of the plan is then
 /// also scaled and checked as finish_plan_kernel does.
-__global__ void resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
-                                       kernels::VoxelIndexer voxels, std::size_t n, bool beam_holds_dose, float* beam,
-                                       const float* density, float* plan, unsigned long long* first_bad,
-                                       double* dose_times_density, PlanCheck plan_check) {
-  const std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+/// A run inside one row of the dose grid takes its BEV indices from one
+/// double point and float steps (kernels::BevIndexLine, within a few float
+/// ulps of the position found per voxel in double); a run across a row's end
+/// (a row length not a multiple of kResampleRun), or the grid's last, finds
+/// each voxel's in double. `vector_io`: beam, plan and density are 16-byte
+/// aligned (each whole run then one float4 per array).
+/// At most 64 registers (4 blocks per SM, no spill): a first version at 72
+/// registers (3 blocks), with two double divisions per axis and line, was no
+/// faster than one voxel per thread (261 against 258 µs, water cube, H100;
+/// this one 201 µs: docs/benchmarks-engine.md).
+__global__ void __launch_bounds__(kThreads, 4)
+    resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
+                           kernels::VoxelIndexer voxels, std::size_t n, bool beam_holds_dose, float* beam,
+                           const float* density, float* plan, bool vector_io, unsigned long long* first_bad,
+                           double* dose_times_density, PlanCheck plan_check) {
+  const std::size_t v0 = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) * kResampleRun;
   double s = 0;
   float good = 0.0f;
-  if (v < n) {
-    // The voxel's density and plan dose are loaded first, so that their
-    // latency passes under the samples: loaded after the store to beam[v]
+  if (v0 < n) {
+    const int count = static_cast<int>(n - v0 < kResampleRun ? n - v0 : kResampleRun);
+    const bool vector = vector_io && count == kResampleRun;
+    // The voxels' density and plan dose are loaded first, so that their
+    // latency passes under the samples: loaded after the store to beam
     // (which the compiler could not move them past), they drew 27 % of the
     // kernel's stall samples (ncu, water cube, H100).
-    const float voxel_density = density[v], plan_before = plan[v];
+    float voxel_density[kResampleRun], plan_dose[kResampleRun], x[kResampleRun];
+    load_run(density, v0, count, vector, voxel_density);
+    load_run(plan, v0, count, vector, plan_dose);
+    if (beam_holds_dose) {
+      load_run(beam, v0, count, vector, x);
+    } else {
+      for (float& xu : x) xu = 0.0f;
+    }
     int i, j, k;
-    voxels.split(v, &i, &j, &k);
-    float x = beam_holds_dose ? beam[v] : 0.0f;
-    double point[3];  // the voxel's beam-frame point, for both samples
-    beam_from_index.apply(i, j, k, point);
-    if (halo.bev) kernels::resample_point<float>(halo.grid, halo.bev, point, &x);
-    kernels::resample_point<float>(g, bev, point, &x);
-    beam[v] = x;
-    if (!isfinite(x) || x < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v));
-    else s = static_cast<double>(x) * voxel_density;
-    float p = plan_before + x;
-    if (plan_check.first_bad) good = finish_plan_voxel(p, v, plan_check);
-    plan[v] = p;
+    voxels.split(v0, &i, &j, &k);
+    if (count == kResampleRun && i + kResampleRun <= voxels.nx) {
+      double point[3];  // the first voxel's beam-frame point, for both samples
+      beam_from_index.apply(i, j, k, point);
+      const double step[3] = {beam_from_index.a[0][0], beam_from_index.a[1][0], beam_from_index.a[2][0]};
+      if (halo.bev) {
+        const kernels::BevIndexLine line(halo.grid, point, step);
+        for (int u = 0; u < kResampleRun; ++u) add_sample(x[u], line.sample(halo.grid, halo.bev, u));
+      }
+      const kernels::BevIndexLine line(g, point, step);
+      for (int u = 0; u < kResampleRun; ++u) add_sample(x[u], line.sample(g, bev, u));
+    } else {
+      for (int u = 0; u < count; ++u) {
+        voxels.split(v0 + u, &i, &j, &k);
+        double point[3];
+        beam_from_index.apply(i, j, k, point);
+        if (halo.bev) kernels::resample_point<float>(halo.grid, halo.bev, point, &x[u]);
+        kernels::resample_point<float>(g, bev, point, &x[u]);
+      }
+    }
+    for (int u = 0; u < count; ++u) {
+      if (!isfinite(x[u]) || x[u] < 0.0f) atomicMin(first_bad, static_cast<unsigned long long>(v0 + u));
+      else s += static_cast<double>(x[u]) * voxel_density[u];
+      plan_dose[u] += x[u];
+      if (plan_check.first_bad) good = fmaxf(good, finish_plan_voxel(plan_dose[u], v0 + u, plan_check));
+    }
+    store_run(beam, v0, count, vector, x);
+    store_run(plan, v0, count, vector, plan_dose);
   }
   const double block = block_sum(s);
   if (threadIdx.x == 0 && block != 0) atomicAdd(dose_times_density, block);
@@ -1138,11 +1207,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     const PlanCheck plan_check = last_beam_plan_scale
                                      ? PlanCheck{*last_beam_plan_scale, &d->plan_first_bad, &d->plan_max_bits}
                                      : PlanCheck{1.0, nullptr, nullptr};
-    resample_finish_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
+    const float* density = dose_to_water ? current_->output_rsp() : current_->output_density();
+    const bool vector_io = is_16_byte_aligned(beam_.get()) && is_16_byte_aligned(plan_.get()) &&
+                           is_16_byte_aligned(density);
+    resample_finish_kernel<<<blocks_for((n + kResampleRun - 1) / kResampleRun), kThreads, 0, stream_>>>(
         g, bev_.get(), halo, beam_from_out_index, kernels::VoxelIndexer(og_.size[0], og_.size[1], og_.size[2]), n,
-        beam_holds_dose_, beam_.get(),
-        dose_to_water ? current_->output_rsp() : current_->output_density(), plan_.get(), &d->beam_first_bad,
-        &d->dose_times_density, plan_check);
+        beam_holds_dose_, beam_.get(), density, plan_.get(), vector_io, &d->beam_first_bad, &d->dose_times_density,
+        plan_check);
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
     HostTimeline::mark("finish: resampling launched");
     pending_halo_.reset();
