@@ -246,6 +246,12 @@ class BeamExecutor {
     (void)full;
     (void)layers;
   }
+  /// Returns once nothing reads the tables stage_beam_layers was given any
+  /// more (the GPU executor's packing threads are done or released), errors
+  /// of the packing dropped: the engine calls it before a computation that
+  /// fails between stage_beam_layers and layer_images (which waits for the
+  /// packing itself) unwinds past the tables.
+  virtual void wait_staged_layers() noexcept {}
   /// Where the trace started last meets the patient, and its cut-offs' slices
   /// (waits for it).
   virtual TraceSummary trace_summary() = 0;

@@ -729,6 +729,15 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
         }
       } join_air_tables{air_tables};
       if (!spots_collected) collect_spots();  // while the GPU traces
+      // The GPU executor's staging threads read `layers` (their spots and
+      // tables) until its first layer_images: an error between here and
+      // there (a beam that misses the patient, a failed read-back) waits for
+      // them before it unwinds past `layers`, which they would otherwise
+      // read after it is freed.
+      struct StagedLayersGuard {
+        BeamExecutor& exec;
+        ~StagedLayersGuard() { exec.wait_staged_layers(); }
+      } staged_layers_guard{exec};
       {
         // And what of the layers does not depend on the cropping: the GPU
         // executor packs and uploads it while the trace runs.

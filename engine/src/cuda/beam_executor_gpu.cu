@@ -1488,6 +1488,15 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
   }
 
+  void wait_staged_layers() noexcept override {
+    try {
+      release_staging_threads();  // woken, no job yet: they end without one
+      finish_staged_packing();
+    } catch (...) {
+      // The packing's own error is not the computation's: that one is unwinding.
+    }
+  }
+
   /// Waits for the staged packing, if any (rethrows what it threw).
   void finish_staged_packing() {
     if (staged_spot_packing_.valid()) get_polled(staged_spot_packing_);

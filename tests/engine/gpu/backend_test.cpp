@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <iterator>
 #include <limits>
+#include <memory>
 
+#include "protondose/core/error.h"
 #include "protondose/engine/dose_engine.h"
 #include "protondose/physics/beam_model.h"
 #include "protondose/physics/hu_curve.h"
@@ -36,6 +38,14 @@ pe::DoseResult compute(pe::Backend backend, const Variant& v = kVariants[0]) {
               pe::backend_name(backend), t.total_s, t.hu_conversion_s, t.ray_tracing_s, t.layer_images_s,
               t.superposition_s, t.nuclear_halo_s, t.resampling_s, t.checks_s, r.superposition_method.c_str(), r.spots);
   return r;
+}
+
+/// A GPU engine with the clinical beam model and otherwise default options.
+std::unique_ptr<pe::DoseEngine> default_gpu_engine() {
+  pe::DoseEngineOptions o;
+  o.backend = pe::Backend::kGpu;
+  return std::make_unique<pe::DoseEngine>(protondose::physics::load_machine("DCPT_ProBeam_v5"),
+                                          protondose::physics::default_hu_curve(), o);
 }
 
 double worst_difference(const protondose::Volume<float>& a, const protondose::Volume<float>& b) {
@@ -108,18 +118,47 @@ INSTANTIATE_TEST_SUITE_P(Cases, EngineBackendVariants,
 TEST(EngineBackends, PreparedCtStaysWarmAndGivesTheSameDose) {
   std::string why;
   if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
-  pe::DoseEngineOptions o;
-  o.backend = pe::Backend::kGpu;
-  const pe::DoseEngine engine(protondose::physics::load_machine("DCPT_ProBeam_v5"),
-                              protondose::physics::default_hu_curve(), o);
-  const auto ct = engine.prepare(heterogeneous_ct());
-  const pe::DoseResult first = engine.compute(*ct, two_beam_plan());
-  const pe::DoseResult second = engine.compute(*ct, two_beam_plan());
+  const auto engine = default_gpu_engine();
+  const auto ct = engine->prepare(heterogeneous_ct());
+  const pe::DoseResult first = engine->compute(*ct, two_beam_plan());
+  const pe::DoseResult second = engine->compute(*ct, two_beam_plan());
   EXPECT_EQ(second.timings.hu_conversion_s, 0.0);
   // The KS scatter accumulates with float atomics: not bitwise, but far below 1e-5 of Dmax.
   EXPECT_LE(worst_difference(first.dose_gy, second.dose_gy), 1e-5 * first.max_dose_gy);
   std::printf("warm compute on a prepared CT: %.4f s (first %.4f s)\n", second.timings.total_s, first.timings.total_s);
 }
+// A beam that misses the patient fails after the trace, while the GPU
+// executor's staging threads may still pack its spots (stage_beam_layers):
+// the error waits for them (DoseEngine's StagedLayersGuard) instead of
+// freeing the spots under them or leaving them waiting, and the same engine
+// then computes the next plan as a fresh one does. 29,502 spots in the beam
+// that misses, so that the packing outlasts the small CT's trace. (What it
+// cannot show: a read of the freed spots, which is silent on the host.)
+TEST(EngineBackends, ABeamThatMissesThePatientFailsAndTheEngineGoesOn) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const auto engine = default_gpu_engine();
+  const auto ct = engine->prepare(heterogeneous_ct());
+  protondose::IonPlan missing = two_beam_plan();
+  missing.beams[0].isocenter_mm = {0, 0, 500};  // the field passes beside the CT
+  for (auto& layer : missing.beams[0].layers)
+    for (int y = -25; y <= 25; ++y)
+      for (int x = -25; x <= 25; ++x) layer.spots.push_back({x + 0.5, y + 0.5, 0.01});
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    try {
+      engine->compute(*ct, missing);
+      ADD_FAILURE() << "expected InputError";
+    } catch (const protondose::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("meets the patient"), std::string::npos) << e.what();
+    }
+  }
+  const pe::DoseResult after = engine->compute(*ct, two_beam_plan());
+  const pe::DoseResult reference = default_gpu_engine()->compute(heterogeneous_ct(), two_beam_plan());
+  ASSERT_GT(reference.max_dose_gy, 0.0);
+  // The scatter's float atomics: not bitwise, far below 1e-5 of D_max.
+  EXPECT_LE(worst_difference(after.dose_gy, reference.dose_gy), 1e-5 * reference.max_dose_gy);
+}
+
 TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpuGather); }
 
 // Homogeneous water and a parallel beam: every slice's σ-map is uniform, so the
