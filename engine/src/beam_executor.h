@@ -239,7 +239,7 @@ class BeamExecutor {
   /// its WEPL tables. The GPU executor packs them on a thread of its own
   /// (~0.2 ms for the water cube, H200 host, which the GPU otherwise spent
   /// idle after the trace) and uploads them in the first layer_images; the
-  /// tables must live until the computation ends. The CPU executor reads the
+  /// tables must live until that layer_images, or wait_staged_layers, returns. The CPU executor reads the
   /// host tables in layer_images and does nothing here.
   /// The tables handed to layer_images name their layer by beam_layer.
   virtual void stage_beam_layers(const kernels::BevGeometry& full, const std::vector<HostLayerTables>& layers) {

@@ -16,6 +16,7 @@
 
 #include "protondose/engine/dose_engine.h"     // kGyPerMevPerGram
 #include "protondose/engine/ray_trace.h"       // kPatientDensityThresholdGcm3
+#include "protondose/gpu/approx_math.h"      // rcp_approx, rsqrt_approx
 #include "protondose/gpu/gaussian_kernel.h"  // PROTONDOSE_HOST_DEVICE, gaussian_radius_px
 #include "protondose/gpu/superposition.h"    // SliceBox
 
@@ -169,10 +170,7 @@ PD_HD inline Real uniform_table(const Real* t, int n, Real inv_step, Real x) {
 PD_HD inline double result_sqrt(double x) { return sqrt(x); }
 PD_HD inline float result_sqrt(float x) {
 #ifdef __CUDA_ARCH__
-  if (!(x > 0.0f)) return 0.0f;
-  float r;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return x * r;
+  return x > 0.0f ? x * rsqrt_approx(x) : 0.0f;
 #else
   return sqrtf(x);
 #endif
@@ -180,9 +178,7 @@ PD_HD inline float result_sqrt(float x) {
 PD_HD inline double result_divide(double a, double b) { return a / b; }
 PD_HD inline float result_divide(float a, float b) {
 #ifdef __CUDA_ARCH__
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
-  return a * r;
+  return a * rcp_approx(b);
 #else
   return a / b;
 #endif

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "protondose/gpu/approx_math.h"
 #include "protondose/gpu/gaussian_kernel.h"
 
 namespace protondose {
@@ -29,7 +30,8 @@ namespace protondose {
 /// σ 0.2–11 px; tests/gpu/superposition_cpu_test.cpp) the weights
 /// K(0) = 1 − 2h₀, K(d) = h_{d−1} − h_d come within 3.7·10⁻⁷ of the exact
 /// ones and Σ|ΔK| over a kernel within 2.2·10⁻⁶ (erfcf's K: 5.3·10⁻⁸). ftz: values
-/// below 2⁻¹²⁶ are 0. a = 0 (σ ≈ 0: a local deposit) walks zeros.
+/// below 2⁻¹²⁶ are 0 (rcp_approx, exp2_approx: the GPU's MUFU, the host's
+/// library functions in the CPU tests). a = 0 (σ ≈ 0: a local deposit) walks zeros.
 class HalfErfcWalk {
  public:
   explicit PROTONDOSE_HOST_DEVICE HalfErfcWalk(float a) : w_(fmaf(kP, 0.5f * a, 1.0f)), w_step_(kP * a) {
@@ -62,26 +64,6 @@ class HalfErfcWalk {
   static constexpr float kC5 = -2.2753774031e-01f;
   static constexpr float kB4 = -3.8967904175e+00f, kB3 = 2.7925229856e+00f, kB2 = -2.8547470965e+00f,
                          kB1 = -4.0163486002e-01f, kB0 = -1.0342259274e+00f;
-  // The GPU's MUFU approximations (rcp ≤ 1 ulp, ex2 ≤ 2 ulp); the host's
-  // library functions in CPU tests of the walk.
-  PROTONDOSE_HOST_DEVICE static float rcp_approx(float x) {
-#ifdef __CUDA_ARCH__
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-#else
-    return 1.0f / x;
-#endif
-  }
-  PROTONDOSE_HOST_DEVICE static float exp2_approx(float x) {
-#ifdef __CUDA_ARCH__
-    float e;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
-    return e;
-#else
-    return std::exp2(x);
-#endif
-  }
   float w_, w_step_, gauss_, ratio_, ratio_step_;
 };
 

@@ -152,16 +152,12 @@ __device__ inline int table_row(int d) {
 /// for erfcf. Every lane evaluates erfc up to the same d, whatever its own
 /// r: lanes of one warp with different σ do not diverge (a loop to each
 /// lane's r and a fill loop from there cost the warp both maxima). a is
-/// 1/(√2σ) by rcp.approx (≤ 1 ulp; the IEEE division took ten instructions
+/// 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division took ten instructions
 /// and a slow-path branch per pixel).
 template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
-  float a = 0.0f;
-  if (sigma_px >= kLocalDepositSigmaPx) {
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(a) : "f"(sigma_px));
-    a *= kInvSqrt2;
-  }
+  const float a = sigma_px >= kLocalDepositSigmaPx ? rcp_approx(sigma_px) * kInvSqrt2 : 0.0f;
   HalfErfcWalk half_erfc(a);
   float upper = half_erfc.value();  // ½·erfc((d + ½)·a) for d = 0
   sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);
