@@ -8,6 +8,7 @@
 /// plain numbers and small tables. Private to the engine.
 
 #include <climits>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -106,21 +107,14 @@ inline std::size_t staged_group_first_layer(const std::vector<HostLayerTables>& 
   return static_cast<std::size_t>(first);
 }
 
-/// The staged spots are in pixel units of the grid they were staged on; a
-/// group's grid must lay its rays out the same (the cropped grid keeps the
-/// full grid's x0, y0 and pitches). InternalError otherwise.
-inline void check_staged_lateral_layout(const kernels::BevGeometry& staged, const kernels::BevGeometry& group) {
-  if (staged.x0_mm == group.x0_mm && staged.y0_mm == group.y0_mm && staged.pitch_x_mm == group.pitch_x_mm &&
-      staged.pitch_y_mm == group.pitch_y_mm)
-    return;
-  std::ostringstream m;
-  m.precision(17);
-  m << "layer group: the grid's lateral layout (x0 " << group.x0_mm << " mm, y0 " << group.y0_mm << " mm, pitch "
-    << group.pitch_x_mm << " x " << group.pitch_y_mm << " mm) differs from that of the staged spots (x0 "
-    << staged.x0_mm << " mm, y0 " << staged.y0_mm << " mm, pitch " << staged.pitch_x_mm << " x " << staged.pitch_y_mm
-    << " mm)";
-  throw InternalError(m.str());
-}
+/// Which beam of which prepared plan stage_beam_layers is given: the GPU
+/// executor keeps the last beams' spots and tables in device memory under it.
+/// plan_id 0: a plan prepared for one computation, staged without keeping.
+struct StagedBeamKey {
+  std::uint64_t plan_id = 0;  ///< PreparedPlan::id()
+  std::size_t beam = 0;       ///< the beam's index in the plan
+  bool operator==(const StagedBeamKey& o) const { return plan_id == o.plan_id && beam == o.beam; }
+};
 
 /// The GPU's layer kernel sums the halo over groups of 1, 2, 4 or 8
 /// neighbouring rays of a warp (LayerStackArgs::halo_column_bin, chosen by
@@ -227,24 +221,26 @@ class BeamExecutor {
 
   /// Starts tracing every ray of `full` (kept for the layer images) and
   /// finding, per cut-off WEPL, the slices the rays need (TraceSummary); the
-  /// GPU executor returns at once, so that the host can prepare the beam's
-  /// spots meanwhile. trace_summary() ends it. (The cut-offs ride with the
+  /// GPU executor returns at once, so that the host can stage the beam's
+  /// layers and tabulate their in-air σ meanwhile. trace_summary() ends it. (The cut-offs ride with the
   /// trace: found after it, from the first material slice the host had read
   /// back, they took a second round trip with the GPU idle, ~40 µs.)
   virtual void start_trace(const kernels::BevGeometry& full, const kernels::Affine3& ct_index_from_beam,
                            const std::vector<double>& cutoff_wepl_mm) = 0;
-  /// While the trace runs: every layer of the beam (layers[i].beam_layer == i)
-  /// with what does not depend on the cropping — its spots, on the lateral
-  /// grid of `full` (which the cropped grid keeps), its depth-dose curve and
-  /// its WEPL tables. The GPU executor packs them on a thread of its own
-  /// (~0.2 ms for the water cube, H200 host, which the GPU otherwise spent
-  /// idle after the trace) and uploads them in the first layer_images; the
-  /// tables must live until that layer_images, or wait_staged_layers, returns. The CPU executor reads the
-  /// host tables in layer_images and does nothing here.
+  /// After start_trace, while the trace runs: every layer of the beam
+  /// (layers[i].beam_layer == i) with what does not depend on the grid — its
+  /// spots (isocentre plane, mm), its depth-dose curve and its WEPL tables —
+  /// as the beam `key` of a prepared plan. The GPU executor keeps the last
+  /// beams it staged in device memory: a beam it holds (same key, plan_id ≠
+  /// 0) costs nothing; another it packs on two threads of its own (~0.2 ms
+  /// for the water cube's 21,780 spots, H200 host, which the GPU spends on
+  /// the trace) and uploads in the first layer_images; the tables must live
+  /// until that layer_images, or wait_staged_layers, returns. The CPU
+  /// executor reads the host tables in layer_images and does nothing here.
   /// The tables handed to layer_images name their layer by beam_layer.
-  virtual void stage_beam_layers(const kernels::BevGeometry& full, const std::vector<HostLayerTables>& layers) {
-    (void)full;
+  virtual void stage_beam_layers(const std::vector<HostLayerTables>& layers, StagedBeamKey key) {
     (void)layers;
+    (void)key;
   }
   /// Returns once nothing reads the tables stage_beam_layers was given any
   /// more (the GPU executor's packing threads are done or released), errors
@@ -308,7 +304,8 @@ class BeamExecutor {
   virtual Volume<float> beam_dose() = 0;
   /// The plan dose (host copy), sum over finished beams.
   virtual Volume<float> plan_dose() = 0;
-  /// Zeroes the plan dose on the output grid `og`.
+  /// Starts a plan dose on the output grid `og`: zero until finish_beam adds
+  /// the beams (an executor may write the first beam instead of clearing).
   virtual void begin_plan(const Grid3& og) = 0;
 };
 

@@ -51,21 +51,24 @@ constexpr std::size_t kDefaultHostStackBytes = std::size_t{2} << 30;
 /// Spacing (mm of WEPL) of the residual-energy lookup table of a layer.
 constexpr double kEnergyTableStepMm = 0.5;
 
-/// Everything one energy layer needs in the BEV stage.
-struct LayerWork {
-  const EnergyLayer* layer = nullptr;
+/// What a prepared plan holds of one energy layer whose pencils reach the
+/// patient: fixed by the plan and the engine, whatever the CT.
+struct PreparedLayer {
   double nominal_energy_mev = 0;
-  double mean_energy_mev = 0;
-  const physics::CumulativeDepthDose* curve = nullptr;
-  double shifter_wet_mm = 0;   ///< WEPL already used up upstream of the patient
-  double cutoff_wepl_mm = 0;   ///< pencils stop here (WEPL inside the trace, from its start)
-  double protons_per_meterset = 1;  ///< the plan's meterset unit (MU or protons) in protons
-  std::vector<SpotProtons> spots;   ///< positive-meterset spots, in protons
-  double protons = 0;
-  std::optional<double> fwhm_x_mm, fwhm_y_mm;
+  double cutoff_wepl_mm = 0;  ///< pencils stop here (WEPL in the patient, > 0)
+  std::vector<SpotProtons> spots;  ///< positive-meterset spots, in protons, validated
   /// The energy's tables (residual energy, scattering power, halo, shifter moments).
   std::shared_ptr<const DoseEngine::LayerPhysics> physics;
-  // Filled per BEV grid:
+  /// The spot's emittance per axis (x, y), looked up once per layer: the
+  /// in-air σ is evaluated at every slice of every layer (BeamModel's lookup
+  /// per call took most of the water cube's host set-up, 0.8 ms).
+  physics::AxisEmittance emittance[2];
+};
+
+/// What one layer of a beam needs in the BEV stage on one CT: its prepared
+/// part and what the beam's grid fixes.
+struct LayerWork {
+  const PreparedLayer* prepared = nullptr;
   int slices = 0;  ///< slices [0, slices) of the cropped trace carry this layer
   std::size_t stack_offset = 0;  ///< first stack slice
   double spread_sigma_x_iso_mm = 0, spread_sigma_y_iso_mm = 0;
@@ -74,42 +77,80 @@ struct LayerWork {
   /// the isocentre plane (σ / magnification): the cropped grid's tables and
   /// spread σ are taken from them (crop_air_sigma).
   std::vector<double> full_air_sigma_x_mm, full_air_sigma_y_mm, full_iso_sigma_x_mm, full_iso_sigma_y_mm;
-  /// The spot's emittance per axis (x, y), looked up once per layer: the
-  /// in-air σ is evaluated at every slice of every layer (BeamModel's lookup
-  /// per call took most of the water cube's host set-up, 0.8 ms).
-  physics::AxisEmittance emittance[2];
 };
 
-physics::AxisEmittance layer_emittance(const physics::BeamModel& m, const LayerWork& L, physics::Axis axis,
+physics::AxisEmittance layer_emittance(const physics::BeamModel& m, const EnergyLayer& layer, physics::Axis axis,
                                        physics::SpotSizePolicy policy) {
-  const std::optional<double>& fwhm = axis == physics::Axis::kX ? L.fwhm_x_mm : L.fwhm_y_mm;
+  const std::optional<double>& fwhm = axis == physics::Axis::kX ? layer.spot_fwhm_x_mm : layer.spot_fwhm_y_mm;
   // A plan without ScanningSpotSize leaves nothing to override: the model's size is the only one.
   if (policy == physics::SpotSizePolicy::kPlanSpotSizeAtIsocentre && !fwhm)
     policy = physics::SpotSizePolicy::kBeamModel;
-  return m.spot_emittance(L.nominal_energy_mev, axis, policy, fwhm);
+  return m.spot_emittance(layer.nominal_energy_mev, axis, policy, fwhm);
 }
 
 /// In-air σ (mm) of layer L's spots at depth_mm from the isocentre
 /// (BeamModel::spot_sigma_in_air_mm with the layer's emittance).
-double sigma_in_air(const physics::BeamModel& m, const LayerWork& L, physics::Axis axis, double depth_mm) {
+double sigma_in_air(const physics::BeamModel& m, const PreparedLayer& L, physics::Axis axis, double depth_mm) {
   return physics::sigma_in_air_at_z_from_isocentre_mm(L.emittance[axis == physics::Axis::kX ? 0 : 1],
                                                       m.reference_plane_upstream_of_isocentre_mm(), depth_mm);
 }
 
+/// The depths and magnifications of the full grid's slices, which every
+/// layer's in-air tables take (air_sigma_on_full_grid).
+struct SliceDepths {
+  std::vector<double> depth_mm, magnification_x, magnification_y;
+  explicit SliceDepths(const BevGrid& full) {
+    const auto n = static_cast<std::size_t>(full.slices);
+    depth_mm.resize(n);
+    magnification_x.resize(n);
+    magnification_y.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      depth_mm[k] = full.depth_mm(static_cast<int>(k));
+      magnification_x[k] = full.magnification_x(depth_mm[k]);
+      magnification_y[k] = full.magnification_y(depth_mm[k]);
+    }
+  }
+};
+
+/// physics::sigma_in_air_mm's variance, its products in the same order (so
+/// the same bits), with the terms that do not depend on the depth taken
+/// once: the tables evaluate it at every slice of every layer (20 layers ×
+/// ~300 slices × 2 axes for the water cube, ~0.2 ms on the H100 hosts
+/// through the physics call per point).
+class AirVariance {
+ public:
+  AirVariance(const physics::AxisEmittance& e, double reference_plane_mm)
+      : e_(e), reference_plane_mm_(reference_plane_mm), sigma2_(e.sigma_mm * e.sigma_mm),
+        linear_(2.0 * e.correlation * e.sigma_mm * e.sigma_theta_rad), theta2_(e.sigma_theta_rad * e.sigma_theta_rad) {}
+  /// σ (mm) at depth_mm from the isocentre; NumericalError (the physics
+  /// message) where the variance is negative.
+  double sigma_mm(double depth_mm) const {
+    const double s = reference_plane_mm_ + depth_mm;
+    const double variance = sigma2_ + linear_ * s + theta2_ * s * s;
+    if (!(variance >= 0.0)) return physics::sigma_in_air_mm(e_, s);  // throws, naming the value
+    return std::sqrt(variance);
+  }
+
+ private:
+  physics::AxisEmittance e_;
+  double reference_plane_mm_, sigma2_, linear_, theta2_;
+};
+
 /// Layer L's in-air σ at every slice of the full grid (LayerWork::full_*).
-void air_sigma_on_full_grid(const physics::BeamModel& m, const BevGrid& full, LayerWork& L) {
-  const auto n = static_cast<std::size_t>(full.slices);
+void air_sigma_on_full_grid(const physics::BeamModel& m, const SliceDepths& slices, LayerWork& L) {
+  const std::size_t n = slices.depth_mm.size();
   L.full_air_sigma_x_mm.resize(n);
   L.full_air_sigma_y_mm.resize(n);
   L.full_iso_sigma_x_mm.resize(n);
   L.full_iso_sigma_y_mm.resize(n);
+  const AirVariance x(L.prepared->emittance[0], m.reference_plane_upstream_of_isocentre_mm());
+  const AirVariance y(L.prepared->emittance[1], m.reference_plane_upstream_of_isocentre_mm());
   for (std::size_t k = 0; k < n; ++k) {
-    const double d = full.depth_mm(static_cast<int>(k));
-    const double sx = sigma_in_air(m, L, physics::Axis::kX, d), sy = sigma_in_air(m, L, physics::Axis::kY, d);
+    const double sx = x.sigma_mm(slices.depth_mm[k]), sy = y.sigma_mm(slices.depth_mm[k]);
     L.full_air_sigma_x_mm[k] = sx;
     L.full_air_sigma_y_mm[k] = sy;
-    L.full_iso_sigma_x_mm[k] = sx / full.magnification_x(d);
-    L.full_iso_sigma_y_mm[k] = sy / full.magnification_y(d);
+    L.full_iso_sigma_x_mm[k] = sx / slices.magnification_x[k];
+    L.full_iso_sigma_y_mm[k] = sy / slices.magnification_y[k];
   }
 }
 
@@ -246,6 +287,8 @@ void check_dose_values(const Volume<float>& dose, const std::string& what) {
 
 DoseEngine::DoseEngine(physics::BeamModel machine, physics::HuCurve hu_curve, DoseEngineOptions options)
     : machine_(std::move(machine)), hu_curve_(std::move(hu_curve)), options_(std::move(options)) {
+  static std::atomic<std::uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   options_.validate();
   SuperpositionOptions so;
   so.cutoff_sigmas = options_.cutoff_sigmas;
@@ -502,11 +545,189 @@ std::shared_ptr<const PreparedCt> rescaled_ct(const PreparedCt& nominal, double 
   return p;
 }
 
+/// A beam of a prepared plan: what compute() needs of the plan's beam, with
+/// its layers whose pencils reach the patient prepared (PreparedLayer).
+struct PreparedPlan::Beam {
+  int number = 0;
+  std::string name;
+  std::string label;  ///< "beam 2 'name'": what the messages name
+  double gantry_angle_deg = 0, couch_angle_deg = 0;
+  Vec3 isocenter_mm{0, 0, 0};
+  double sad_x_mm = 0, sad_y_mm = 0;
+  double shifter_wet_mm = 0;
+  double shifter_depth_mm = 0;  ///< the shifters' downstream face, beam frame (negative: upstream of the isocentre)
+  /// Those whose pencils reach the patient, in plan order; shared with the
+  /// plan's shifted() copies.
+  std::shared_ptr<const std::vector<PreparedLayer>> layers;
+  /// Positive-meterset spots, those of layers that stop in the range shifter
+  /// included, and the energy they carry (protons × the CIDD past the shifter).
+  std::size_t spots = 0;
+  double carried_mev = 0;
+  /// The extent of the layers' spots (isocentre plane, mm) and their largest cut-off.
+  double min_x_mm = 0, max_x_mm = 0, min_y_mm = 0, max_y_mm = 0;
+  double max_cutoff_mm = 0;
+};
+
+PreparedPlan::PreparedPlan() = default;
+PreparedPlan::~PreparedPlan() = default;
+std::size_t PreparedPlan::beam_count() const { return beams_.size(); }
+
+std::shared_ptr<const PreparedPlan> PreparedPlan::shifted(const Vec3& shift_mm) const {
+  std::shared_ptr<PreparedPlan> p(new PreparedPlan);
+  p->label_ = label_;
+  p->fractions_ = fractions_;
+  p->spots_ = spots_;
+  p->id_ = id_;
+  p->engine_id_ = engine_id_;
+  p->beams_ = beams_;  // the layers shared
+  for (Beam& b : p->beams_)
+    for (int a = 0; a < 3; ++a) b.isocenter_mm[a] -= shift_mm[a];
+  return p;
+}
+
+std::shared_ptr<const PreparedPlan> DoseEngine::prepare_plan(const IonPlan& plan) const {
+  return prepare_plan(plan, true);
+}
+
+std::shared_ptr<const PreparedPlan> DoseEngine::prepare_plan(const IonPlan& plan, bool cached) const {
+  const auto t_start = Clock::now();
+  if (plan.beams.empty()) throw InputError("plan '" + plan.label + "' has no beams");
+  if (plan.number_of_fractions < 1) {
+    std::ostringstream m;
+    m << "plan '" << plan.label << "': NumberOfFractionsPlanned is " << plan.number_of_fractions << "; must be >= 1";
+    throw InputError(m.str());
+  }
+  std::shared_ptr<PreparedPlan> prepared(new PreparedPlan);
+  PreparedPlan& P = *prepared;
+  static std::atomic<std::uint64_t> next_id{1};
+  P.id_ = cached ? next_id.fetch_add(1, std::memory_order_relaxed) : 0;
+  P.engine_id_ = id_;
+  P.label_ = plan.label;
+  P.fractions_ = plan.number_of_fractions;
+  P.beams_.reserve(plan.beams.size());
+  for (const IonBeam& beam : plan.beams) {
+    PreparedPlan::Beam& B = P.beams_.emplace_back();
+    B.number = beam.number;
+    B.name = beam.name;
+    B.label = beam_label(beam);
+    const std::string& label = B.label;
+    if (options_.require_machine_name_match && !beam.machine_name.empty() && beam.machine_name != machine_.name())
+      throw InputError(label + ": TreatmentMachineName '" + beam.machine_name + "' does not match the beam model '" +
+                       machine_.name() + "' (" + machine_.source() + ")");
+    B.gantry_angle_deg = beam.gantry_angle_deg;
+    B.couch_angle_deg = beam.couch_angle_deg;
+    B.isocenter_mm = beam.isocenter_mm;
+    B.sad_x_mm = beam.vsad_x_mm.value_or(machine_.vsad_x_mm());
+    B.sad_y_mm = beam.vsad_y_mm.value_or(machine_.vsad_y_mm());
+
+    // Range shifters: their WET is used up before the patient, and their
+    // scattering widens the spots by the drift to each depth.
+    for (const RangeShifter& rs : beam.range_shifters) {
+      if (!(rs.water_equivalent_thickness_mm > 0)) continue;
+      if (!rs.isocenter_to_shifter_mm) {
+        throw InputError(label + ": range shifter '" + rs.id +
+                         "' has no IsocenterToRangeShifterDistance (300A,0364); the spot widening needs it");
+      }
+      B.shifter_wet_mm += rs.water_equivalent_thickness_mm;
+      B.shifter_depth_mm = std::min(B.shifter_depth_mm, -*rs.isocenter_to_shifter_mm);
+    }
+
+    // Layers, in two passes: first each layer's physics (an energy outside
+    // the beam model is reported before any spot), then its spots in protons,
+    // validated (InputError naming the first bad spot, in plan order),
+    // counted, with the energy they carry and their extent.
+    struct Layer {
+      const EnergyLayer* layer;
+      std::shared_ptr<const LayerPhysics> physics;
+      double protons_per_meterset;
+    };
+    std::vector<Layer> with_spots;  // in plan order, those that stop in the range shifter included
+    for (const EnergyLayer& layer : beam.layers) {
+      if (std::none_of(layer.spots.begin(), layer.spots.end(), [](const Spot& s) { return s.meterset > 0; })) continue;
+      with_spots.push_back({&layer, layer_physics(layer.nominal_energy_mev, B.shifter_wet_mm),
+                            beam.meterset_unit == MetersetUnit::kMonitorUnits
+                                ? machine_.protons_per_mu(layer.nominal_energy_mev) : 1.0});
+    }
+    B.min_x_mm = B.min_y_mm = std::numeric_limits<double>::infinity();
+    B.max_x_mm = B.max_y_mm = -std::numeric_limits<double>::infinity();
+    auto layers = std::make_shared<std::vector<PreparedLayer>>();
+    layers->reserve(with_spots.size());
+    for (const Layer& W : with_spots) {
+      PreparedLayer L;
+      L.nominal_energy_mev = W.layer->nominal_energy_mev;
+      L.physics = W.physics;
+      L.cutoff_wepl_mm = W.physics->cutoff_wepl_mm;
+      // One pass: the spots, their protons and extent, and a sum that is
+      // finite unless a value is not (then validate_spots names the spot).
+      L.spots.reserve(W.layer->spots.size());
+      double protons = 0, finite_sum = 0;
+      double min_x = std::numeric_limits<double>::infinity(), max_x = -min_x, min_y = min_x, max_y = -min_x;
+      for (const Spot& s : W.layer->spots) {
+        if (!(s.meterset > 0)) continue;
+        const double n = s.meterset * W.protons_per_meterset;
+        L.spots.push_back({s.x_mm, s.y_mm, n});
+        protons += n;
+        finite_sum += n + s.x_mm + s.y_mm;
+        min_x = std::min(min_x, s.x_mm);
+        max_x = std::max(max_x, s.x_mm);
+        min_y = std::min(min_y, s.y_mm);
+        max_y = std::max(max_y, s.y_mm);
+      }
+      if (!std::isfinite(finite_sum)) validate_spots(L.spots, label.c_str());
+      B.spots += L.spots.size();
+      B.carried_mev += protons * W.physics->carried_per_proton_mev;
+      if (L.cutoff_wepl_mm <= 0) {
+        spdlog::warn("{}: layer {:.2f} MeV stops in the range shifter (R80 {:.1f} mm, WET {:.1f} mm)", label,
+                     L.nominal_energy_mev, W.physics->curve->r80_mm(), B.shifter_wet_mm);
+        continue;
+      }
+      B.min_x_mm = std::min(B.min_x_mm, min_x);
+      B.max_x_mm = std::max(B.max_x_mm, max_x);
+      B.min_y_mm = std::min(B.min_y_mm, min_y);
+      B.max_y_mm = std::max(B.max_y_mm, max_y);
+      B.max_cutoff_mm = std::max(B.max_cutoff_mm, L.cutoff_wepl_mm);
+      L.emittance[0] = layer_emittance(machine_, *W.layer, physics::Axis::kX, options_.spot_size_policy);
+      L.emittance[1] = layer_emittance(machine_, *W.layer, physics::Axis::kY, options_.spot_size_policy);
+      layers->push_back(std::move(L));
+    }
+    B.layers = std::move(layers);
+    if (B.layers->empty()) {
+      // A setup beam, or one whose layers all stop in the range shifter: its dose is exactly zero.
+      spdlog::warn("{}: no spot with positive meterset reaches the patient; the beam adds no dose", label);
+    } else {
+      P.spots_ += B.spots;
+    }
+  }
+  if (P.spots_ == 0)
+    throw InputError("plan '" + plan.label + "': no beam has a spot with positive meterset that reaches the patient");
+  P.preparation_s_ = seconds_since(t_start);
+  return prepared;
+}
+
 DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
   const std::shared_ptr<const PreparedCt> prepared = prepare(ct);
   DoseResult r = compute(*prepared, plan);
   r.timings.hu_conversion_s = prepared->conversion_s;
   r.timings.total_s += prepared->conversion_s;
+  return r;
+}
+
+DoseResult DoseEngine::compute(const CtImage& ct, const PreparedPlan& plan) const {
+  const std::shared_ptr<const PreparedCt> prepared = prepare(ct);
+  DoseResult r = compute(*prepared, plan);
+  r.timings.hu_conversion_s = prepared->conversion_s;
+  r.timings.total_s += prepared->conversion_s;
+  return r;
+}
+
+DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
+  // The plan is prepared for this computation only: the GPU executor stages
+  // its beams without keeping them (id 0).
+  const std::shared_ptr<const PreparedPlan> prepared = prepare_plan(plan, false);
+  DoseResult r = compute(ct, *prepared);
+  r.timings.plan_preparation_s = prepared->preparation_s();
+  r.timings.dose_ready_s += prepared->preparation_s();
+  r.timings.total_s += prepared->preparation_s();
   return r;
 }
 
@@ -516,11 +737,11 @@ void DoseEngine::preload(const PreparedCt& ct) const {
   executor_->synchronize();
 }
 
-/// The part of a layer's host tables that does not depend on the cropped
-/// grid: its spots, depth-dose curve and WEPL tables (stage_beam_layers and
+/// The part of a layer's host tables that does not depend on the grid: its
+/// spots, depth-dose curve and WEPL tables (stage_beam_layers and
 /// layer_images both name them; the per-slice in-air σ and the scalars come
 /// with the group).
-static void set_beam_layer_tables(const LayerWork& L, std::size_t beam_layer, HostLayerTables& t) {
+static void set_beam_layer_tables(const PreparedLayer& L, std::size_t beam_layer, HostLayerTables& t) {
   t.beam_layer = static_cast<int>(beam_layer);
   t.spots = &L.spots;
   t.curve = &L.physics->curve_nodes;
@@ -532,22 +753,19 @@ static void set_beam_layer_tables(const LayerWork& L, std::size_t beam_layer, Ho
   }
 }
 
-DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
+DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) const {
   std::lock_guard<std::mutex> lock(compute_mutex_);
   const auto t_start = Clock::now();
+  if (plan.engine_id_ != id_)
+    throw ConfigError("plan '" + plan.label() + "' was prepared by another engine; prepare it with this one "
+                      "(DoseEngine::prepare_plan): its tables follow the engine's beam model and options");
   DoseResult result;
   result.backend = options_.backend;
   result.superposition_method = method_name(superposition_method(options_.backend, options_.tensor_core_scatter));
   result.quantity = options_.quantity;
   result.rbe_factor = options_.rbe_factor;
-  result.fractions = plan.number_of_fractions;
+  result.fractions = plan.fractions();
   result.energy_balance_tolerance = options_.energy_balance_tolerance;
-  if (plan.beams.empty()) throw InputError("plan '" + plan.label + "' has no beams");
-  if (plan.number_of_fractions < 1) {
-    std::ostringstream m;
-    m << "plan '" << plan.label << "': NumberOfFractionsPlanned is " << plan.number_of_fractions << "; must be >= 1";
-    throw InputError(m.str());
-  }
   const PatientPosition position = parse_patient_position(ct.patient_position);
   const Grid3& og = ct.out_grid;
   const double voxel_cm3 = og.spacing_mm[0] * og.spacing_mm[1] * og.spacing_mm[2] / 1000.0;
@@ -564,113 +782,26 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     t0 = Clock::now();
   };
 
-  for (const IonBeam& beam : plan.beams) {
+  for (std::size_t beam_index = 0; beam_index < plan.beams_.size(); ++beam_index) {
+    const PreparedPlan::Beam& beam = plan.beams_[beam_index];
     t0 = Clock::now();
-    const std::string label = beam_label(beam);
+    const std::string& label = beam.label;
     BeamDose bd;
     bd.beam_number = beam.number;
     bd.beam_name = beam.name;
-    if (options_.require_machine_name_match && !beam.machine_name.empty() && beam.machine_name != machine_.name())
-      throw InputError(label + ": TreatmentMachineName '" + beam.machine_name + "' does not match the beam model '" +
-                       machine_.name() + "' (" + machine_.source() + ")");
-    const BeamFrame frame(beam.gantry_angle_deg, beam.couch_angle_deg, beam.isocenter_mm, position);
-    const double sad_x = beam.vsad_x_mm.value_or(machine_.vsad_x_mm());
-    const double sad_y = beam.vsad_y_mm.value_or(machine_.vsad_y_mm());
-
-    // Range shifters: their WET is used up before the patient, and their
-    // scattering widens the spots by the drift to each depth.
-    double shifter_wet_mm = 0;
-    double shifter_depth_mm = 0;  // downstream face, beam frame (negative: upstream of the isocentre)
-    for (const RangeShifter& rs : beam.range_shifters) {
-      if (!(rs.water_equivalent_thickness_mm > 0)) continue;
-      if (!rs.isocenter_to_shifter_mm) {
-        throw InputError(label + ": range shifter '" + rs.id +
-                         "' has no IsocenterToRangeShifterDistance (300A,0364); the spot widening needs it");
-      }
-      shifter_wet_mm += rs.water_equivalent_thickness_mm;
-      shifter_depth_mm = std::min(shifter_depth_mm, -*rs.isocenter_to_shifter_mm);
-    }
-
-    // Layers, in two passes: first what the BEV grid needs (energies,
-    // cut-offs, emittances, the spots' extent), then the spots themselves
-    // (validated, in protons), which the GPU executor's trace leaves time for
-    // (collect_spots below): for the water cube's 21,780 spots the second pass
-    // was ~0.25 ms of host work with the GPU idle (H100 host).
-    std::vector<LayerWork> layers;    // those whose pencils reach the patient, in plan order
-    std::vector<LayerWork> stopping;  // those that stop in the range shifter
-    layers.reserve(beam.layers.size());
-    stopping.reserve(beam.layers.size());
-    std::vector<LayerWork*> with_spots;  // both, in plan order
-    double min_x = std::numeric_limits<double>::infinity(), max_x = -min_x, min_y = min_x, max_y = -min_x;
-    double max_cutoff_mm = 0;
-    bool invalid_spot = false;  // a spot collect_spots will reject: reject it before anything else
-    for (const EnergyLayer& layer : beam.layers) {
-      LayerWork L;
-      L.layer = &layer;
-      L.nominal_energy_mev = layer.nominal_energy_mev;
-      L.physics = layer_physics(layer.nominal_energy_mev, shifter_wet_mm);
-      L.mean_energy_mev = L.physics->mean_energy_mev;
-      L.curve = L.physics->curve;
-      L.shifter_wet_mm = shifter_wet_mm;
-      L.fwhm_x_mm = layer.spot_fwhm_x_mm;
-      L.fwhm_y_mm = layer.spot_fwhm_y_mm;
-      L.protons_per_meterset = beam.meterset_unit == MetersetUnit::kMonitorUnits
-                                   ? machine_.protons_per_mu(layer.nominal_energy_mev) : 1.0;
-      bool any_spot = false;
-      for (const Spot& s : layer.spots) {
-        if (!(s.meterset > 0)) continue;
-        any_spot = true;
-        if (!std::isfinite(s.meterset * L.protons_per_meterset + s.x_mm + s.y_mm)) {
-          invalid_spot = true;
-          continue;
-        }
-        min_x = std::min(min_x, s.x_mm);
-        max_x = std::max(max_x, s.x_mm);
-        min_y = std::min(min_y, s.y_mm);
-        max_y = std::max(max_y, s.y_mm);
-      }
-      if (!any_spot) continue;
-      // WEPL in the patient at which the pencils stop.
-      L.cutoff_wepl_mm = L.physics->cutoff_wepl_mm;
-      if (L.cutoff_wepl_mm <= 0) {
-        stopping.push_back(std::move(L));
-        with_spots.push_back(&stopping.back());
-        continue;
-      }
-      max_cutoff_mm = std::max(max_cutoff_mm, L.cutoff_wepl_mm);
-      L.emittance[0] = layer_emittance(machine_, L, physics::Axis::kX, options_.spot_size_policy);
-      L.emittance[1] = layer_emittance(machine_, L, physics::Axis::kY, options_.spot_size_policy);
-      layers.push_back(std::move(L));
-      with_spots.push_back(&layers.back());
-    }
-    // The second pass: each layer's spots in protons, validated (InputError
-    // naming the first bad spot, in plan order), counted, and the energy they carry.
-    bool spots_collected = false;
-    const auto collect_spots = [&] {
-      for (LayerWork* L : with_spots) {
-        L->spots.reserve(L->layer->spots.size());
-        for (const Spot& s : L->layer->spots) {
-          if (!(s.meterset > 0)) continue;
-          L->spots.push_back({s.x_mm, s.y_mm, s.meterset * L->protons_per_meterset});
-          L->protons += s.meterset * L->protons_per_meterset;
-        }
-        validate_spots(L->spots, label.c_str());
-        bd.spots += L->spots.size();
-        bd.energy.carried_mev += L->protons * L->physics->carried_per_proton_mev;
-        if (L->cutoff_wepl_mm <= 0)
-          spdlog::warn("{}: layer {:.2f} MeV stops in the range shifter (R80 {:.1f} mm, WET {:.1f} mm)", label,
-                       L->nominal_energy_mev, L->curve->r80_mm(), shifter_wet_mm);
-      }
-      spots_collected = true;
-    };
-    if (invalid_spot || layers.empty()) collect_spots();
-    if (layers.empty()) {
-      // A setup beam, or one whose layers all stop in the range shifter: its dose is exactly zero.
-      spdlog::warn("{}: no spot with positive meterset reaches the patient; the beam adds no dose", label);
+    const std::vector<PreparedLayer>& prepared_layers = *beam.layers;
+    if (prepared_layers.empty()) {
       if (options_.keep_per_beam) bd.dose_gy = Volume<float>(og, 0.0f);
       result.beams.push_back(std::move(bd));
       continue;
     }
+    const BeamFrame frame(beam.gantry_angle_deg, beam.couch_angle_deg, beam.isocenter_mm, position);
+    const double shifter_wet_mm = beam.shifter_wet_mm;
+    const double shifter_depth_mm = beam.shifter_depth_mm;
+    bd.spots = beam.spots;
+    bd.energy.carried_mev = beam.carried_mev;
+    std::vector<LayerWork> layers(prepared_layers.size());
+    for (std::size_t li = 0; li < layers.size(); ++li) layers[li].prepared = &prepared_layers[li];
     bd.layers = layers.size();
 
     // The depth range of the CT along this beam, and a first lateral margin.
@@ -680,8 +811,8 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     for (const LayerWork& L : layers)
       for (double d : {ct_begin_mm, 0.0, ct_end_mm})
         for (physics::Axis a : {physics::Axis::kX, physics::Axis::kY})
-          max_air_sigma_mm = std::max(max_air_sigma_mm, sigma_in_air(machine_, L, a, d));
-    const double mcs_estimate_mm = kMcsSigmaPerRangeEstimate * (max_cutoff_mm + shifter_wet_mm) +
+          max_air_sigma_mm = std::max(max_air_sigma_mm, sigma_in_air(machine_, *L.prepared, a, d));
+    const double mcs_estimate_mm = kMcsSigmaPerRangeEstimate * (beam.max_cutoff_mm + shifter_wet_mm) +
                                    (shifter_wet_mm > 0 ? 0.02 * (ct_end_mm - shifter_depth_mm) : 0.0);
     double margin_mm = options_.cutoff_sigmas * std::hypot(max_air_sigma_mm, mcs_estimate_mm) +
                        2 * options_.ray_pitch_mm;
@@ -694,14 +825,14 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     for (int attempt = 0;; ++attempt) {
       t0 = Clock::now();
       BevGridSpec spec;
-      spec.spot_min_x_mm = min_x;
-      spec.spot_max_x_mm = max_x;
-      spec.spot_min_y_mm = min_y;
-      spec.spot_max_y_mm = max_y;
+      spec.spot_min_x_mm = beam.min_x_mm;
+      spec.spot_max_x_mm = beam.max_x_mm;
+      spec.spot_min_y_mm = beam.min_y_mm;
+      spec.spot_max_y_mm = beam.max_y_mm;
       spec.margin_x_mm = spec.margin_y_mm = margin_mm;
       spec.pitch_x_mm = spec.pitch_y_mm = options_.ray_pitch_mm;
-      spec.sad_x_mm = sad_x;
-      spec.sad_y_mm = sad_y;
+      spec.sad_x_mm = beam.sad_x_mm;
+      spec.sad_y_mm = beam.sad_y_mm;
       spec.depth_begin_mm = ct_begin_mm;
       spec.depth_end_mm = ct_end_mm;
       spec.depth_step_mm = options_.depth_step_mm;
@@ -709,43 +840,44 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       full.validate("ray tracing");
       const kernels::BevGeometry full_geometry = geometry_of(full);
       HostTimeline::mark("beam: layers and grid set up");
-      std::vector<double> cutoffs;
-      for (const LayerWork& L : layers) cutoffs.push_back(L.cutoff_wepl_mm);
-      exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame), cutoffs);
-      HostTimeline::mark("beam: trace launched");
       // Each layer's in-air σ at every slice of the full grid (the crop takes
-      // its slices), on the engine's set-up thread while this one collects
-      // the spots, both while the GPU traces: on this thread after the
-      // spots, the tables were ~60–90 µs more before the layer kernel could
-      // start (H100 hosts). Joined before anything can unwind past `layers`.
-      std::future<void> air_tables =
-          setup_thread_.run([this, &full, &layers] {
-            for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, full, L);
-          });
+      // its slices), on the engine's set-up thread while this one launches
+      // the trace and stages the layers, and the GPU traces: on this thread,
+      // the tables were ~60–90 µs more before the layer kernel could start
+      // (H100 hosts). Joined before anything can unwind past `layers`.
+      std::future<void> air_tables = setup_thread_.run([this, &full, &layers] {
+        const SliceDepths slices(full);
+        for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, slices, L);
+        HostTimeline::mark("set-up thread: in-air tables");
+      });
       struct Join {
         std::future<void>& f;
         ~Join() {
           if (f.valid()) f.wait();
         }
       } join_air_tables{air_tables};
-      if (!spots_collected) collect_spots();  // while the GPU traces
-      // The GPU executor's staging threads read `layers` (their spots and
-      // tables) until its first layer_images: an error between here and
-      // there (a beam that misses the patient, a failed read-back) waits for
-      // them before it unwinds past `layers`, which they would otherwise
-      // read after it is freed.
+      std::vector<double> cutoffs;
+      for (const LayerWork& L : layers) cutoffs.push_back(L.prepared->cutoff_wepl_mm);
+      exec.start_trace(full_geometry, ct_index_from_beam(ct.ct_grid, frame), cutoffs);
+      HostTimeline::mark("beam: trace launched");
+      // The GPU executor's staging threads read the prepared layers (their
+      // spots and tables) until its first layer_images: an error between
+      // here and there (a beam that misses the patient, a failed read-back)
+      // waits for them before it unwinds, so that the caller may free the
+      // prepared plan at once.
       struct StagedLayersGuard {
         BeamExecutor& exec;
         ~StagedLayersGuard() { exec.wait_staged_layers(); }
       } staged_layers_guard{exec};
       {
-        // And what of the layers does not depend on the cropping: the GPU
-        // executor packs and uploads it while the trace runs.
+        // What of the layers does not depend on the grid: a GPU executor
+        // that kept this beam of this plan in device memory has nothing to
+        // do; otherwise it packs and uploads it while the trace runs.
         std::vector<HostLayerTables> staged(layers.size());
-        for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(layers[li], li, staged[li]);
-        exec.stage_beam_layers(full_geometry, staged);
+        for (std::size_t li = 0; li < layers.size(); ++li) set_beam_layer_tables(prepared_layers[li], li, staged[li]);
+        exec.stage_beam_layers(staged, StagedBeamKey{plan.id(), beam_index});
       }
-      HostTimeline::mark("beam: spots collected, layers staged");
+      HostTimeline::mark("beam: layers staged");
       const TraceSummary traced = exec.trace_summary();
       HostTimeline::mark("beam: trace summary back");
       // Crop: from where the first ray meets material (dose to water is
@@ -767,6 +899,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       stage_done(result.timings.ray_tracing_s);
 
       get_polled(air_tables);  // rethrows what the tables threw
+      HostTimeline::mark("beam: in-air tables joined");
       for (LayerWork& L : layers) crop_air_sigma(L, first);
       const std::size_t plane = grid.rays();
       const kernels::BevGeometry geometry = geometry_of(grid);
@@ -790,8 +923,10 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
       if (group_starts.size() > 1)
         spdlog::info("{}: the superposition stack exceeds {} M pixels; {} groups of layers", label,
                      stack_pixel_budget_ >> 20, group_starts.size());
+      HostTimeline::mark("beam: cropped, groups planned");
       exec.begin_bev(grid.pixel_count());
       exec.begin_beam();
+      HostTimeline::mark("beam: BEV dose begun");
       expected_mev = 0;
       total_stack_slices = 0;
       bd.separable_slices = 0;  // a widened retry starts over
@@ -808,9 +943,9 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           L.stack_offset = stack_slices;
           stack_slices += static_cast<std::size_t>(L.slices);
           HostLayerTables& t = tables[li - group_begin];
-          set_beam_layer_tables(L, li, t);
-          t.scalars.curve_inv_uniform_step_mm = L.curve->uniform_step_mm() > 0 ? 1.0 / L.curve->uniform_step_mm() : 0.0;
-          const DoseEngine::LayerPhysics& P = *L.physics;
+          set_beam_layer_tables(*L.prepared, li, t);
+          const DoseEngine::LayerPhysics& P = *L.prepared->physics;
+          t.scalars.curve_inv_uniform_step_mm = P.curve->uniform_step_mm() > 0 ? 1.0 / P.curve->uniform_step_mm() : 0.0;
           kernels::LayerScalars& sc = t.scalars;
           if (P.has_halo) {
             sc.halo_max_wepl_mm = P.halo_max_wepl_mm;
@@ -821,8 +956,8 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
           sc.inv_wepl_step_mm = 1.0 / kEnergyTableStepMm;
           sc.spread_sigma_x_iso_mm = L.spread_sigma_x_iso_mm;
           sc.spread_sigma_y_iso_mm = L.spread_sigma_y_iso_mm;
-          sc.shifter_wet_mm = L.shifter_wet_mm;
-          sc.cutoff_wepl_mm = L.cutoff_wepl_mm;
+          sc.shifter_wet_mm = shifter_wet_mm;
+          sc.cutoff_wepl_mm = L.prepared->cutoff_wepl_mm;
           if (shifter_wet_mm > 0) {
             sc.has_shifter = true;
             sc.shifter_a0_rad2 = P.shifter_exit.a0_rad2;
@@ -935,7 +1070,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     const double plan_scale = options_.rbe_factor.value_or(1.0);
     const BeamDoseCheck check =
         exec.finish_beam(geometry_of(grid), beam_from_out_index, to_water,
-                         &beam == &plan.beams.back() ? std::optional<double>(plan_scale) : std::nullopt);
+                         beam_index + 1 == plan.beams_.size() ? std::optional<double>(plan_scale) : std::nullopt);
     stage_done(result.timings.resampling_s);
     if (check.first_bad_voxel >= 0) throw_bad_dose(og, check.first_bad_voxel, check.bad_value, label);
     bd.energy.deposited_mev = check.dose_times_density * voxel_cm3 / kGyPerMevPerGram;
@@ -965,12 +1100,10 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const 
     result.beams.push_back(std::move(bd));
   }
 
-  if (result.spots == 0)
-    throw InputError("plan '" + plan.label + "': no beam has a spot with positive meterset that reaches the patient");
   t0 = Clock::now();
   const PlanDoseSummary summary = exec.finish_plan(options_.rbe_factor.value_or(1.0));
   if (summary.first_bad_voxel >= 0)
-    throw_bad_dose(og, summary.first_bad_voxel, summary.bad_value, "plan '" + plan.label + "'");
+    throw_bad_dose(og, summary.first_bad_voxel, summary.bad_value, "plan '" + plan.label() + "'");
   result.max_dose_gy = summary.max_dose;
   stage_done(result.timings.checks_s);
   HostTimeline::mark("plan: dose ready");

@@ -185,8 +185,11 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
 
   // Scenario i on a worker's warm engine (the depth-dose cache, the executor
   // and, on a GPU backend, the CTs in device memory are reused by every
-  // scenario of the worker).
-  const auto compute_scenario = [&](const DoseEngine& engine, int worker, std::size_t i) {
+  // scenario of the worker) and the plan it prepared once: a setup scenario
+  // moves that plan's isocentres (PreparedPlan::shifted), sharing its spots
+  // and tables, which a GPU engine keeps in device memory.
+  const auto compute_scenario = [&](const DoseEngine& engine, const PreparedPlan& prepared_plan, int worker,
+                                    std::size_t i) {
     const RobustScenario& s = scenarios[i];
     const auto ts = std::chrono::steady_clock::now();
     // The HU are converted once; a range scenario scales the nominal's RSP.
@@ -195,7 +198,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
         s.rsp_scale == 1.0 ? nominal
                            : prepared.get(s.rsp_scale, nullptr, [&] { return rescaled_ct(*nominal, s.rsp_scale); });
     const bool zero_shift = s.shift_mm == Vec3{0, 0, 0};
-    DoseResult r = engine.compute(*scaled, zero_shift ? plan : shifted_plan(plan, s.shift_mm));
+    DoseResult r = engine.compute(*scaled, zero_shift ? prepared_plan : *prepared_plan.shifted(s.shift_mm));
     ScenarioDose out;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     out.timings = r.timings;
@@ -254,6 +257,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
   const auto work = [&](int worker) {
     try {
       const DoseEngine engine(machine, hu_curve, worker_engine_options(options, worker, workers));
+      const std::shared_ptr<const PreparedPlan> prepared_plan = engine.prepare_plan(plan);
       while (!stop) {
         const std::size_t i = next_index.fetch_add(1);
         if (i >= n) break;
@@ -265,7 +269,7 @@ RobustResult run_robust(const physics::BeamModel& machine, const physics::HuCurv
           changed.wait(lock, [&] { return stop || i < delivered + max_waiting; });
         }
         if (stop) break;
-        ScenarioDose d = compute_scenario(engine, worker, i);
+        ScenarioDose d = compute_scenario(engine, *prepared_plan, worker, i);
         std::lock_guard<std::mutex> lock(mutex);
         finished.emplace(i, std::move(d));
         changed.notify_all();

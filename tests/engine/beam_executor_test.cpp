@@ -43,30 +43,6 @@ TEST(StagedLayers, AGroupOutOfOrderUnstagedOrPastTheStagingIsAnInternalError) {
   EXPECT_NE(m.find("table 1 names beam layer 0; expected 2 of the 2 staged layers"), std::string::npos) << m;
 }
 
-TEST(StagedLayers, TheGroupsGridMustKeepTheStagedLateralLayout) {
-  pe::kernels::BevGeometry staged{};
-  staged.x0_mm = -60.5;
-  staged.y0_mm = -48.25;
-  staged.pitch_x_mm = 1.0;
-  staged.pitch_y_mm = 2.0;
-  staged.slices = 300;
-  pe::kernels::BevGeometry cropped = staged;
-  cropped.slices = 120;  // cropping in depth keeps the rays
-  cropped.depth0_mm = 31.5;
-  EXPECT_NO_THROW(pe::check_staged_lateral_layout(staged, cropped));
-  pe::kernels::BevGeometry widened = staged;
-  widened.x0_mm = -64.5;  // a widened retry's grid, checked against the old staging
-  const std::string m = message_of<InternalError>([&] { pe::check_staged_lateral_layout(staged, widened); });
-  EXPECT_NE(m.find("lateral layout (x0 -64.5 mm, y0 -48.25 mm, pitch 1 x 2 mm) differs from that of the staged "
-                   "spots (x0 -60.5 mm"),
-            std::string::npos)
-      << m;
-  pe::kernels::BevGeometry repitched = staged;
-  repitched.pitch_y_mm = 2.5;
-  EXPECT_NE(message_of<InternalError>([&] { pe::check_staged_lateral_layout(staged, repitched); }).find("pitch 1 x 2.5"),
-            std::string::npos);
-}
-
 // The GPU's layer kernel and halo binning agree on the halo's column groups
 // (LayerStackArgs::halo_column_bin, HaloBinning::column_bin).
 TEST(HaloColumnSums, TheColumnBinIsOneTwoFourOrEight) {

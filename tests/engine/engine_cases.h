@@ -51,18 +51,19 @@ inline IonBeam square_field_beam(int number, double gantry_deg, std::initializer
   return b;
 }
 
-/// The bundled example's geometry (scripts/make-example) at 2 mm: an elliptic
-/// water cylinder with a bone rod and a lung insert.
-inline CtImage heterogeneous_ct() {
-  return ct_from({96, 96, 72}, {2, 2, 2}, {-95, -95, -71}, [](const Vec3& p) {
-    const double x = p[0], y = p[1];
-    float hu = -1000;
-    if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
-    if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
-    if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
-    return hu;
-  });
+/// The bundled example's geometry (scripts/make-example): an elliptic water
+/// cylinder with a bone rod and a lung insert, HU at a point (mm).
+inline float heterogeneous_hu(const Vec3& p) {
+  const double x = p[0], y = p[1];
+  float hu = -1000;
+  if ((x / 80) * (x / 80) + (y / 70) * (y / 70) <= 1) hu = 0;
+  if ((x + 35) * (x + 35) + y * y <= 100) hu = 1000;
+  if ((x - 40) * (x - 40) + (y + 10) * (y + 10) <= 324) hu = -700;
+  return hu;
 }
+
+/// heterogeneous_hu at 2 mm.
+inline CtImage heterogeneous_ct() { return ct_from({96, 96, 72}, {2, 2, 2}, {-95, -95, -71}, heterogeneous_hu); }
 
 /// Two opposed beams of 11 layers × 81 spots through heterogeneous_ct().
 inline IonPlan two_beam_plan() {

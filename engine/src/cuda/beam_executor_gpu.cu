@@ -97,6 +97,16 @@ class PinnedStaging {
   static std::size_t bytes_for(std::size_t n) {
     return rounded(n * sizeof(T));
   }
+  /// Where a pointer take() gave lands in `mirror`, a device buffer of at
+  /// least the begin() bytes that upload_all copies the stage into.
+  template <class T>
+  T* in_mirror(char* mirror, const T* taken) const {
+    return reinterpret_cast<T*>(mirror + (reinterpret_cast<const char*>(taken) - static_cast<const char*>(host_)));
+  }
+  /// Everything taken since begin(), in one copy into `mirror` (in_mirror).
+  void upload_all(char* mirror, cudaStream_t stream) const {
+    if (used_ > 0) PD_CUDA_CHECK(cudaMemcpyAsync(mirror, host_, used_, cudaMemcpyHostToDevice, stream));
+  }
 
  private:
   static std::size_t rounded(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
@@ -392,6 +402,21 @@ struct FluenceBoxSum {
   }
 };
 
+/// The layer stage's resets in one launch (each launch is ~6–15 µs of the
+/// host's time with the GPU idle before the layer kernel): an empty slice
+/// summary (one thread per stack slice) and the empty fluence box of each
+/// layer of the group.
+__global__ void reset_layer_stage_kernel(unsigned long long* summary, std::size_t slices, FluenceBoxSum* boxes,
+                                         std::size_t layers) {
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s < slices) {
+    summary[kSummaryMinSigmaKey * slices + s] = ~0ull;
+    summary[kSummaryMaxSigmaKey * slices + s] = 0ull;
+    summary[kSummaryMaxImage * slices + s] = 0ull;
+  }
+  if (s < layers) boxes[s] = FluenceBoxSum{};  // zero: the empty box
+}
+
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
@@ -480,10 +505,22 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   if (threadIdx.x == 0 && block_energy != 0) atomicAdd(energy_sum, block_energy);
 }
 
-/// A spot of the beam, in pixel units of the ray grid.
+/// A spot of the beam at the isocentre plane (mm): independent of the grid,
+/// so that the beam's spots stay in device memory from one CT to the next.
 struct DeviceSpot {
-  double col_px, row_px, protons;
+  double x_iso_mm, y_iso_mm, protons;
   int layer;  ///< the beam's layer (HostLayerTables::beam_layer)
+};
+
+/// The ray grid's lateral layout: a spot's position in pixel units, as
+/// spot_fluence.cpp finds it (the same double operations, so the same bits).
+struct SpotPixels {
+  double x0_mm, y0_mm, pitch_x_mm, pitch_y_mm;
+  int cols, rows;
+  explicit SpotPixels(const BevGeometry& g)
+      : x0_mm(g.x0_mm), y0_mm(g.y0_mm), pitch_x_mm(g.pitch_x_mm), pitch_y_mm(g.pitch_y_mm), cols(g.cols), rows(g.rows) {}
+  __device__ double col_px(const DeviceSpot& sp) const { return (sp.x_iso_mm - x0_mm) / pitch_x_mm; }
+  __device__ double row_px(const DeviceSpot& sp) const { return (sp.y_iso_mm - y0_mm) / pitch_y_mm; }
 };
 
 /// A spot's box of rays, [x_lo, x_hi] × [y_lo, y_hi] (kernels::spot_axis_range
@@ -493,14 +530,17 @@ struct DeviceSpot {
 struct SpotBox {
   int layer;  ///< within the group
   int x_lo, x_hi, y_lo, y_hi;
+  double col_px, row_px;  ///< the spot's centre (px)
   double sx, sy;  ///< the layer's spreading σ (px)
-  __device__ bool find(const DeviceSpot& sp, int first_layer, const double* sigma_px, double cutoff_sigmas, int cols,
-                       int rows) {
+  __device__ bool find(const DeviceSpot& sp, int first_layer, const double* sigma_px, double cutoff_sigmas,
+                       const SpotPixels& grid) {
     layer = sp.layer - first_layer;
     sx = sigma_px[2 * layer];
     sy = sigma_px[2 * layer + 1];
-    kernels::spot_axis_range(sp.col_px, sx, cutoff_sigmas, cols, &x_lo, &x_hi);
-    kernels::spot_axis_range(sp.row_px, sy, cutoff_sigmas, rows, &y_lo, &y_hi);
+    col_px = grid.col_px(sp);
+    row_px = grid.row_px(sp);
+    kernels::spot_axis_range(col_px, sx, cutoff_sigmas, grid.cols, &x_lo, &x_hi);
+    kernels::spot_axis_range(row_px, sy, cutoff_sigmas, grid.rows, &y_lo, &y_hi);
     return x_hi >= x_lo && y_hi >= y_lo && sp.protons > 0;
   }
 };
@@ -513,22 +553,22 @@ struct SpotBox {
 /// The spots are those of the group's layers (SpotBox); fluence planes are
 /// indexed within the group.
 __global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const double* sigma_px /* [layer][2] */,
-                              double cutoff_sigmas, int cols, int rows, double* fluence) {
+                              double cutoff_sigmas, SpotPixels grid, double* fluence) {
   extern __shared__ double axis_weights[];  // [box width] column weights, then [box height] protons × row weights
   const DeviceSpot sp = spots[blockIdx.x];
   SpotBox b;
-  if (!b.find(sp, first_layer, sigma_px, cutoff_sigmas, cols, rows)) return;
+  if (!b.find(sp, first_layer, sigma_px, cutoff_sigmas, grid)) return;
   const int w = b.x_hi - b.x_lo + 1, h = b.y_hi - b.y_lo + 1;
   double* wx = axis_weights;
   double* py = axis_weights + w;
-  for (int i = threadIdx.x; i < w; i += blockDim.x) wx[i] = kernels::spot_axis_weight(b.x_lo + i, sp.col_px, b.sx);
+  for (int i = threadIdx.x; i < w; i += blockDim.x) wx[i] = kernels::spot_axis_weight(b.x_lo + i, b.col_px, b.sx);
   for (int i = threadIdx.x; i < h; i += blockDim.x)
-    py[i] = sp.protons * kernels::spot_axis_weight(b.y_lo + i, sp.row_px, b.sy);
+    py[i] = sp.protons * kernels::spot_axis_weight(b.y_lo + i, b.row_px, b.sy);
   __syncthreads();
-  double* plane = fluence + static_cast<std::size_t>(b.layer) * static_cast<std::size_t>(cols) * rows;
+  double* plane = fluence + static_cast<std::size_t>(b.layer) * static_cast<std::size_t>(grid.cols) * grid.rows;
   for (int cell = threadIdx.x; cell < w * h; cell += blockDim.x) {
     const int r = cell / w, c = cell % w;
-    atomicAdd(&plane[static_cast<std::size_t>(b.y_lo + r) * cols + b.x_lo + c], py[r] * wx[c]);
+    atomicAdd(&plane[static_cast<std::size_t>(b.y_lo + r) * grid.cols + b.x_lo + c], py[r] * wx[c]);
   }
 }
 
@@ -538,10 +578,10 @@ __global__ void spread_kernel(const DeviceSpot* spots, int first_layer, const do
 /// an atomic per spot and field (1,089 on each of the water cube's
 /// addresses) took it from 71 to 136–162 µs (H100); here ~30 per address.
 __global__ void spot_boxes_kernel(const DeviceSpot* spots, unsigned count, int first_layer, const double* sigma_px,
-                                  double cutoff_sigmas, int cols, int rows, FluenceBoxSum* boxes) {
+                                  double cutoff_sigmas, SpotPixels grid, FluenceBoxSum* boxes) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   SpotBox b;
-  const bool spreads = i < count && b.find(spots[i], first_layer, sigma_px, cutoff_sigmas, cols, rows);
+  const bool spreads = i < count && b.find(spots[i], first_layer, sigma_px, cutoff_sigmas, grid);
   const int layer = spreads ? b.layer : -1;
   const unsigned same = __match_any_sync(0xffffffffu, layer);
   const int x_lo = __reduce_min_sync(same, spreads ? b.x_lo : INT_MAX);
@@ -660,7 +700,8 @@ __device__ inline void add_sample(float& x, float sample) {
 /// halo's last coarse dose, plus the core's BEV dose, added in that order as
 /// kernels::resample_voxel adds them (in float: kernels::sample_bev_index);
 /// then the beam's check (first bad voxel), Σ dose·density, and the beam added
-/// to the plan. Three passes over the dose grid before (resample the halo,
+/// to the plan (written as it is for the plan's first beam, `plan_holds_dose`
+/// false: the plan needs no clearing pass, 64 MB at 1 mm of the water cube). Three passes over the dose grid before (resample the halo,
 /// resample the core, check): 0.55 ms of an H100 for the water cube.
 /// With `plan_check` (the plan's last beam), each voxel of the plan is then
 /// also scaled and checked as finish_plan_kernel does.
@@ -677,7 +718,7 @@ __device__ inline void add_sample(float& x, float sample) {
 __global__ void __launch_bounds__(kThreads, 4)
     resample_finish_kernel(BevGeometry g, const float* bev, HaloDose halo, kernels::Affine3 beam_from_index,
                            kernels::VoxelIndexer voxels, std::size_t n, bool beam_holds_dose, float* beam,
-                           const float* density, float* plan, bool vector_io, unsigned long long* first_bad,
+                           const float* density, float* plan, bool plan_holds_dose, bool vector_io, unsigned long long* first_bad,
                            double* dose_times_density, PlanCheck plan_check) {
   const std::size_t v0 = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) * kResampleRun;
   double s = 0;
@@ -691,7 +732,11 @@ __global__ void __launch_bounds__(kThreads, 4)
     // kernel's stall samples (ncu, water cube, H100).
     float voxel_density[kResampleRun], plan_dose[kResampleRun], x[kResampleRun];
     load_run(density, v0, count, vector, voxel_density);
-    load_run(plan, v0, count, vector, plan_dose);
+    if (plan_holds_dose) {
+      load_run(plan, v0, count, vector, plan_dose);
+    } else {
+      for (float& p : plan_dose) p = 0.0f;
+    }
     if (beam_holds_dose) {
       load_run(beam, v0, count, vector, x);
     } else {
@@ -775,7 +820,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     pinned_ = new (pinned) PinnedSmall{};
   }
   ~GpuBeamExecutor() override {
-    release_staging_threads();  // before the staging threads join
+    wait_staged_layers();  // before what the staging threads write into goes
     release_halo_thread();
     if (halo_run_.valid()) halo_run_.wait();  // its result, if unawaited, is dropped with halo_result_
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -820,7 +865,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   void begin_plan(const Grid3& og) override {
     og_ = og;
     finished_plan_.reset();
-    zero(plan_, og.voxel_count(), stream_);
+    // No clearing: the first finish_beam writes the plan dose (ensure_plan_written otherwise).
+    plan_.reserve(std::max<std::size_t>(og.voxel_count(), 1));
+    plan_holds_dose_ = false;
     plan_host_ = {};  // made once the GPU has its longest kernel (start_plan_host_volume)
   }
 
@@ -848,7 +895,7 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
                    const std::vector<double>& cutoffs) override {
-    wake_staging_threads();  // for stage_beam_layers, while the host collects the spots
+    beam_staged_ = false;  // stage_beam_layers follows, for the beam this trace is of
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     trace_pixels_ = pixels;
     trace_rsp_.reserve(pixels);
@@ -868,10 +915,12 @@ class GpuBeamExecutor final : public BeamExecutor {
     kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
     const std::size_t layers = cutoffs.size();
     ints_.reserve(2 + layers);  // entry, first material, then the cut-offs' slices
-    upload_seed(ints_.get(), pinned_->trace_seeds, sizeof pinned_->trace_seeds);
     trace_sample_kernel<<<blocks_for(pixels), kThreads, 0, stream_>>>(in, out,
                                                                      kernels::VoxelIndexer(g.cols, g.rows, g.slices));
     PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
+    // After the first kernel's launch, which does not read them: the GPU
+    // starts the trace one call (~12 µs of this host's time) sooner.
+    upload_seed(ints_.get(), pinned_->trace_seeds, sizeof pinned_->trace_seeds);
     const std::size_t segments = plane * static_cast<std::size_t>(kernels::trace_segments(g.slices));
     segment_wet_.reserve(segments);
     trace_segment_kernel<<<blocks_for(segments), kThreads, 0, stream_>>>(g, out, segment_wet_.get(), ints_.get(),
@@ -933,32 +982,44 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     halo_column_bin_ = column_bin;
     // The previous stage synchronised the stream: its copies are done.
-    upload_staging_.begin(staging_bytes(layers));
+    const std::size_t staging_bytes = layer_stage_bytes(layers);
+    upload_staging_.begin(staging_bytes);
+    stage_mirror_.reserve(staging_bytes);
     upload_staged_layers();
     HostTimeline::mark("layers: staged packs uploaded");
-    const std::size_t first_layer = staged_group_first_layer(layers, staged_.size());
-    check_staged_lateral_layout(staged_grid_, g);
-    spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas);
-    HostTimeline::mark("layers: spots spread");
-    upload_layer_tables(layers, first_layer, g.plane());
+    const std::size_t first_layer = staged_group_first_layer(layers, beam_packs_.front()->layers.size());
+    // What the stage reads from the host — the layers' spreading σ, their
+    // tables (with the in-air σ) and the sums' seed — packed into one pinned
+    // block and uploaded in one copy into its device mirror: four copies
+    // were ~45 µs of the host's time here with the GPU idle (H100 host).
+    fluence_.reserve(std::max<std::size_t>(layers.size() * g.plane(), 1));
+    const double* sigma_px = pack_spread_sigma(g, layers);
+    const kernels::LayerTables<float>* tables = pack_layer_tables(layers, first_layer, g.plane());
+    LayerSums* seed = upload_staging_.take<LayerSums>(1);
+    *seed = LayerSums{};
+    upload_staging_.upload_all(stage_mirror_.get(), stream_);
+    LayerSums* d = upload_staging_.in_mirror(stage_mirror_.get(), seed);
     HostTimeline::mark("layers: tables uploaded");
+    slice_summary_.reserve(kSliceSummaryFields * stack_slices);
+    slice_boxes_.reserve(std::max<std::size_t>(stack_slices, 1));
+    fluence_boxes_.reserve(std::max<std::size_t>(layers.size(), 1));
+    summary_slices_ = stack_slices;
+    if (const std::size_t threads = std::max(stack_slices, layers.size()); threads > 0) {  // no blocks: a launch error
+      reset_layer_stage_kernel<<<blocks_for(threads), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices,
+                                                                            fluence_boxes_.get(), layers.size());
+      PD_CUDA_CHECK_LAUNCH("reset_layer_stage_kernel");
+    }
+    spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas, sigma_px,
+                 upload_staging_.in_mirror(stage_mirror_.get(), sigma_px));
+    HostTimeline::mark("layers: spots spread");
     const kernels::LayerStackArgs s =
         bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
                                sigma_x_.get(), sigma_y_.get(), nullptr, nullptr});  // the halo: column sums
-    sums_.reserve(sizeof(LayerSums));
-    upload_seed(sums_.get(), &pinned_->layer_seed, sizeof(LayerSums));
-    auto* d = reinterpret_cast<LayerSums*>(sums_.get());
-    slice_summary_.reserve(kSliceSummaryFields * stack_slices);
-    slice_boxes_.reserve(std::max<std::size_t>(stack_slices, 1));
-    summary_slices_ = stack_slices;
-    if (stack_slices > 0) {  // a grid of no blocks is a launch error
-      reset_slice_summary_kernel<<<blocks_for(stack_slices), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices);
-      PD_CUDA_CHECK_LAUNCH("reset_slice_summary_kernel");
-    }
+    const kernels::LayerTables<float>* device_tables = upload_staging_.in_mirror(stage_mirror_.get(), tables);
     const dim3 layer_grid(static_cast<unsigned>(layers.size()), blocks_for(layout.threads()));
     const auto launch = [&](auto kernel) {
       kernel<<<layer_grid, kThreads, 0, stream_>>>(s, layout, halo ? halo_share_sum_.get() : nullptr,
-                                                   halo ? halo_weighted_sum_.get() : nullptr, device_layers_.get(),
+                                                   halo ? halo_weighted_sum_.get() : nullptr, device_tables,
                                                    &d->energy, &d->overshoot, &d->max_variance_bits,
                                                    slice_summary_.get(), stack_slices, fluence_boxes_.get(),
                                                    slice_boxes_.get());
@@ -979,7 +1040,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     stage_stack_groups(layers, stack_slices, static_cast<int>(bev_pixels_ / g.plane()));
     start_plan_host_volume();
     if (halo) spawn_halo_thread();  // while the layer kernel runs
-    copy_to_host(&pinned_->layer_back, sums_.get(), sizeof(LayerSums));
+    copy_to_host(&pinned_->layer_back, d, sizeof(LayerSums));
     const LayerSums sums = pinned_->layer_back;
     HostTimeline::mark("layers: done (sums back)");
     LayerImagesSummary out;
@@ -1212,8 +1273,9 @@ class GpuBeamExecutor final : public BeamExecutor {
                            is_16_byte_aligned(density);
     resample_finish_kernel<<<blocks_for((n + kResampleRun - 1) / kResampleRun), kThreads, 0, stream_>>>(
         g, bev_.get(), halo, beam_from_out_index, kernels::VoxelIndexer(og_.size[0], og_.size[1], og_.size[2]), n,
-        beam_holds_dose_, beam_.get(), density, plan_.get(), vector_io, &d->beam_first_bad, &d->dose_times_density,
-        plan_check);
+        beam_holds_dose_, beam_.get(), density, plan_.get(), plan_holds_dose_, vector_io, &d->beam_first_bad,
+        &d->dose_times_density, plan_check);
+    plan_holds_dose_ = true;
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
     HostTimeline::mark("finish: resampling launched");
     pending_halo_.reset();
@@ -1236,6 +1298,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       if (done_scale != scale) throw InternalError("finish_plan: the last beam scaled the plan by another factor");
       return summary;
     }
+    ensure_plan_written();
     const std::size_t n = og_.voxel_count();
     sums_.reserve(sizeof(Sums));
     upload_seed(sums_.get(), &pinned_->finish_seed, sizeof(Sums));
@@ -1249,9 +1312,20 @@ class GpuBeamExecutor final : public BeamExecutor {
   }
 
   Volume<float> beam_dose() override { return download(beam_, {}); }
-  Volume<float> plan_dose() override { return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{}); }
+  Volume<float> plan_dose() override {
+    ensure_plan_written();
+    return download(plan_, plan_host_.valid() ? plan_host_.get() : Volume<float>{});
+  }
 
  private:
+  /// The plan dose zeroed if no beam has written it since begin_plan (a plan
+  /// whose beams all add no dose).
+  void ensure_plan_written() {
+    if (plan_holds_dose_) return;
+    zero(plan_, og_.voxel_count(), stream_);
+    plan_holds_dose_ = true;
+  }
+
   /// What finish_beam and finish_plan read back.
   struct Sums {
     unsigned long long beam_first_bad = ULLONG_MAX;
@@ -1273,7 +1347,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// flight never reads a changed value.
   struct PinnedSmall {
     int trace_seeds[2] = {INT_MAX, INT_MAX};  ///< start_trace's entry and first-material minima
-    LayerSums layer_seed, layer_back;
+    LayerSums layer_back;
     Sums finish_seed, finish_back;
   };
   PinnedSmall* pinned_ = nullptr;
@@ -1340,10 +1414,10 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
   }
 
-  /// Where stage_beam_layers put a layer of the beam: its spots in spots_,
-  /// its curve in layer_pack_ (kernels::CurveNode, 16-byte aligned: the
+  /// Where a beam's staging put a layer: its spots in BeamPack::spots, its
+  /// curve in BeamPack::doubles (kernels::CurveNode, 16-byte aligned: the
   /// kernel reads a node with two 16-byte loads) and its WEPL tables in
-  /// layer_float_pack_.
+  /// BeamPack::floats.
   struct StagedLayer {
     std::size_t spot_begin = 0, spot_end = 0;
     std::size_t curve = 0;  ///< in doubles
@@ -1352,18 +1426,52 @@ class GpuBeamExecutor final : public BeamExecutor {
     bool has_halo = false;
   };
 
-  void stage_beam_layers(const BevGeometry& full, const std::vector<HostLayerTables>& layers) override {
+  /// A staged beam in device memory: its layers' spots and tables, as
+  /// `layers` places them, kept under the key of its prepared plan's beam.
+  struct BeamPack {
+    StagedBeamKey key;
+    bool uploaded = false;  ///< the buffers hold the key's beam (else: being packed, or stale)
+    std::vector<StagedLayer> layers;
+    DeviceBuffer<DeviceSpot> spots;
+    DeviceBuffer<double> doubles;
+    DeviceBuffer<float> floats;
+  };
+  /// Beams kept in device memory (a robust run or a series of CTs computes
+  /// one plan again and again; a clinical plan has a few beams); the least
+  /// recently staged goes first, its buffers reused.
+  static constexpr std::size_t kCachedBeams = 8;
+
+  void stage_beam_layers(const std::vector<HostLayerTables>& layers, StagedBeamKey key) override {
+    staged_group_first_layer(layers, layers.size());  // the beam's layers in order, from 0
+    // The previous beam's packing ended with its first layer_images, or is
+    // released here (an error after its staging).
+    wait_staged_layers();
+    beam_staged_ = true;
+    // A beam kept from an earlier computation of its plan: nothing to do.
+    if (key.plan_id != 0)
+      for (std::size_t i = 0; i < beam_packs_.size(); ++i)
+        if (beam_packs_[i]->uploaded && beam_packs_[i]->key == key) {
+          std::rotate(beam_packs_.begin(), beam_packs_.begin() + static_cast<std::ptrdiff_t>(i),
+                      beam_packs_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+          HostTimeline::mark("staging: the beam is in device memory");
+          return;
+        }
+    // Otherwise into the least recently used pack (its buffers reused), or a new one.
+    if (beam_packs_.size() < kCachedBeams) beam_packs_.push_back(std::make_unique<BeamPack>());
+    std::rotate(beam_packs_.begin(), beam_packs_.end() - 1, beam_packs_.end());
+    BeamPack& pack = *beam_packs_.front();
+    pack.key = key;
+    pack.uploaded = false;
     std::size_t spot_count = 0, doubles = 0, floats = 0;
     const auto place = [](std::size_t& size, const std::vector<double>& v) {
       const std::size_t at = size;
       size += v.size();
       return at;
     };
-    staged_group_first_layer(layers, layers.size());  // the beam's layers in order, from 0
-    staged_.assign(layers.size(), StagedLayer{});
+    pack.layers.assign(layers.size(), StagedLayer{});
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const HostLayerTables& h = layers[i];
-      StagedLayer& o = staged_[i];
+      StagedLayer& o = pack.layers[i];
       o.spot_begin = spot_count;
       spot_count += h.spots->size();
       o.spot_end = spot_count;
@@ -1378,9 +1486,6 @@ class GpuBeamExecutor final : public BeamExecutor {
       o.wepl_nodes = static_cast<int>(h.energy_mev->size());
       o.has_halo = !h.halo_weight->empty();
     }
-    // The previous beam's packing ended in start_trace (wake_staging_threads),
-    // its copies at the syncs since.
-    if (!staging_jobs_pending_) wake_staging_threads();  // no start_trace before: woken now
     beam_staging_.begin(PinnedStaging::bytes_for<DeviceSpot>(spot_count) + PinnedStaging::bytes_for<double>(doubles) +
                         PinnedStaging::bytes_for<float>(floats));
     StagedPacks packs{beam_staging_.take<DeviceSpot>(spot_count), spot_count,
@@ -1388,24 +1493,24 @@ class GpuBeamExecutor final : public BeamExecutor {
                       beam_staging_.take<float>(floats),          floats};
     staged_packs_ = packs;
     // The packing runs on the two staging threads, so that this thread goes
-    // on to the trace's read-backs and the per-slice tables; the first
-    // layer_images waits for it and uploads (upload_staged_layers). Pure host
-    // work: the tables it reads live until the computation ends. The first
-    // thread packs the spots of the first layers, the second the curves and
-    // tables, then the other layers' spots, split so that both take about as
-    // long (one spot ~6 table values; 137 µs for the water cube's 21,780
-    // spots and 77 µs for its 20 layers' tables on an H100 host, each on a
-    // thread of its own, the spots last by 33 µs).
+    // on to the trace's read-back and the per-slice tables; the first
+    // layer_images waits for it and uploads (upload_staged_layers). Pure
+    // host work. The first thread packs the spots of the first layers, the
+    // second the curves and tables, then the other layers' spots, split so
+    // that both take about as long (one spot ~6 table values; 137 µs for the
+    // water cube's 21,780 spots and 77 µs for its 20 layers' tables on an
+    // H100 host, each on a thread of its own, the spots last by 33 µs).
     const std::size_t table_values = doubles + floats;
     const std::size_t half = (spot_count + table_values / 6) / 2;
     std::size_t split = 0;
-    while (split < staged_.size() && staged_[split].spot_end <= half) ++split;
-    StagingJob job{std::make_shared<const std::vector<HostLayerTables>>(layers),
-                   std::make_shared<const std::vector<StagedLayer>>(staged_), packs, full, split};
-    staging_jobs_pending_ = false;
-    spot_job_.set_value(job);
-    table_job_.set_value(std::move(job));
-    staged_grid_ = full;
+    while (split < pack.layers.size() && pack.layers[split].spot_end <= half) ++split;
+    const auto job = std::make_shared<const StagingJob>(
+        StagingJob{layers, std::make_shared<const std::vector<StagedLayer>>(pack.layers), packs, split});
+    staged_spot_packing_ = staging_thread_.run([job] { pack_spots(*job, 0, job->split_layer, "staging thread: spots packed"); });
+    staged_table_packing_ = table_staging_thread_.run([job] {
+      pack_tables(*job);
+      pack_spots(*job, job->split_layer, job->layers.size(), "table thread: tables and spots packed");
+    });
   }
 
   /// Where stage_beam_layers packs: pinned host arrays of beam_staging_.
@@ -1420,61 +1525,23 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   /// What stage_beam_layers hands to the staging threads.
   struct StagingJob {
-    std::shared_ptr<const std::vector<HostLayerTables>> layers;
+    std::vector<HostLayerTables> layers;
     std::shared_ptr<const std::vector<StagedLayer>> staged;
     StagedPacks packs;
-    BevGeometry full;
     std::size_t split_layer;  ///< the first thread packs the spots of layers [0, split_layer)
   };
 
-  /// How long a staging thread woken by start_trace polls for its job
-  /// before it sleeps: the spots' collection takes ~0.2–0.3 ms.
-  static constexpr std::chrono::microseconds kStagingPollLimit{3000};
-
-  /// Wakes the staging threads (start_trace), to wait polling for
-  /// stage_beam_layers' job while the host collects the spots: woken by the
-  /// job, they started 40–65 µs after it (H100 host), and their packing was
-  /// the last thing the layer kernel's launch waited for. The previous
-  /// beam's packing ends first (its copies ended at the syncs since).
-  void wake_staging_threads() {
-    release_staging_threads();
-    finish_staged_packing();
-    spot_job_ = std::promise<std::optional<StagingJob>>();
-    table_job_ = std::promise<std::optional<StagingJob>>();
-    staged_spot_packing_ = staging_thread_.run([job = spot_job_.get_future()]() mutable {
-      const std::optional<StagingJob> j = get_polled(job, kStagingPollLimit);
-      if (j) pack_spots(*j, 0, j->split_layer, "staging thread: spots packed");
-    });
-    staged_table_packing_ = table_staging_thread_.run([job = table_job_.get_future()]() mutable {
-      const std::optional<StagingJob> j = get_polled(job, kStagingPollLimit);
-      if (!j) return;
-      pack_tables(*j);
-      pack_spots(*j, j->split_layer, j->layers->size(), "table thread: tables and spots packed");
-    });
-    staging_jobs_pending_ = true;
-  }
-
-  /// Ends woken staging threads that got no job (an error between
-  /// start_trace and stage_beam_layers, or the executor's end).
-  void release_staging_threads() {
-    if (!staging_jobs_pending_) return;
-    staging_jobs_pending_ = false;
-    spot_job_.set_value(std::nullopt);
-    table_job_.set_value(std::nullopt);
-  }
-
   static void pack_spots(const StagingJob& j, std::size_t first_layer, std::size_t end_layer, const char* done) {
-    const std::vector<HostLayerTables>& layers = *j.layers;
+    const std::vector<HostLayerTables>& layers = j.layers;
     std::size_t n = first_layer < end_layer ? (*j.staged)[first_layer].spot_begin : 0;
     for (std::size_t i = first_layer; i < end_layer; ++i)
       for (const SpotProtons& sp : *layers[i].spots)
-        j.packs.spots[n++] = {(sp.x_iso_mm - j.full.x0_mm) / j.full.pitch_x_mm,
-                              (sp.y_iso_mm - j.full.y0_mm) / j.full.pitch_y_mm, sp.protons, static_cast<int>(i)};
+        j.packs.spots[n++] = {sp.x_iso_mm, sp.y_iso_mm, sp.protons, static_cast<int>(i)};
     HostTimeline::mark(done);
   }
 
   static void pack_tables(const StagingJob& j) {
-    const std::vector<HostLayerTables>& layers = *j.layers;
+    const std::vector<HostLayerTables>& layers = j.layers;
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const HostLayerTables& h = layers[i];
       const StagedLayer& o = (*j.staged)[i];
@@ -1490,7 +1557,6 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void wait_staged_layers() noexcept override {
     try {
-      release_staging_threads();  // woken, no job yet: they end without one
       finish_staged_packing();
     } catch (...) {
       // The packing's own error is not the computation's: that one is unwinding.
@@ -1499,44 +1565,63 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   /// Waits for the staged packing, if any (rethrows what it threw).
   void finish_staged_packing() {
-    if (staged_spot_packing_.valid()) get_polled(staged_spot_packing_);
-    if (staged_table_packing_.valid()) get_polled(staged_table_packing_);
+    std::exception_ptr error;
+    for (std::future<void>* f : {&staged_spot_packing_, &staged_table_packing_}) {
+      if (!f->valid()) continue;
+      try {
+        get_polled(*f);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
   }
 
-  /// The staged packs' uploads, once their packing is done (the first
-  /// layer_images of the beam; later groups find them uploaded).
+  /// The staged packs' uploads into the beam's pack, once their packing is
+  /// done (the first layer_images of the beam; later groups, and later
+  /// computations of a kept beam, find them uploaded).
   void upload_staged_layers() {
-    if (staging_jobs_pending_) throw InternalError("layer_images: the beam's layers were not staged after its trace");
-    if (!staged_spot_packing_.valid()) return;
+    if (!beam_staged_) throw InternalError("layer_images: the beam's layers were not staged after its trace");
+    BeamPack& pack = *beam_packs_.front();
+    if (pack.uploaded) return;
     finish_staged_packing();  // polled: the GPU waits for it
     const StagedPacks& packs = staged_packs_;
-    upload(spots_, packs.spots, packs.spot_count, stream_);
-    upload(layer_pack_, packs.doubles, packs.double_count, stream_);
-    upload(layer_float_pack_, packs.floats, packs.float_count, stream_);
+    upload(pack.spots, packs.spots, packs.spot_count, stream_);
+    upload(pack.doubles, packs.doubles, packs.double_count, stream_);
+    upload(pack.floats, packs.floats, packs.float_count, stream_);
+    pack.uploaded = true;
   }
 
-  /// What layer_images packs into upload_staging_: the spreading σ, the in-air σ and the tables.
-  static std::size_t staging_bytes(const std::vector<HostLayerTables>& layers) {
+  /// What layer_images packs into upload_staging_: the spreading σ, the
+  /// tables and their in-air σ, the sums' seed.
+  static std::size_t layer_stage_bytes(const std::vector<HostLayerTables>& layers) {
     std::size_t floats = 0;
     for (const HostLayerTables& h : layers) floats += h.air_sigma_x_mm->size() + h.air_sigma_y_mm->size();
     return PinnedStaging::bytes_for<double>(2 * layers.size()) + PinnedStaging::bytes_for<float>(floats) +
-           PinnedStaging::bytes_for<kernels::LayerTables<float>>(layers.size());
+           PinnedStaging::bytes_for<kernels::LayerTables<float>>(layers.size()) + PinnedStaging::bytes_for<LayerSums>(1);
   }
 
-  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, std::size_t first_layer,
-                    double cutoff_sigmas) {
-    const std::size_t spot_begin = layers.empty() ? 0 : staged_[first_layer].spot_begin;
-    const std::size_t spot_end = layers.empty() ? 0 : staged_[first_layer + layers.size() - 1].spot_end;
-    const std::size_t spot_count = spot_end - spot_begin;
+  /// Each layer's spreading σ in pixels, [layer][x, y], into upload_staging_.
+  double* pack_spread_sigma(const BevGeometry& g, const std::vector<HostLayerTables>& layers) {
     double* sigma_px = upload_staging_.take<double>(2 * layers.size());
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const kernels::LayerScalars& t = layers[l].scalars;
       sigma_px[2 * l] = t.spread_sigma_x_iso_mm / g.pitch_x_mm;
       sigma_px[2 * l + 1] = t.spread_sigma_y_iso_mm / g.pitch_y_mm;
     }
-    upload(spread_sigma_, sigma_px, 2 * layers.size(), stream_);
+    return sigma_px;
+  }
+
+  /// The group's spots spread onto the rays (fluence_, zeroed here) and each
+  /// layer's fluence box (fluence_boxes_, emptied by reset_layer_stage_kernel):
+  /// `sigma_px` packed by pack_spread_sigma, `device_sigma_px` its device copy.
+  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, std::size_t first_layer,
+                    double cutoff_sigmas, const double* sigma_px, const double* device_sigma_px) {
+    const BeamPack& pack = *beam_packs_.front();
+    const std::size_t spot_begin = layers.empty() ? 0 : pack.layers[first_layer].spot_begin;
+    const std::size_t spot_end = layers.empty() ? 0 : pack.layers[first_layer + layers.size() - 1].spot_end;
+    const std::size_t spot_count = spot_end - spot_begin;
     zero(fluence_, layers.size() * g.plane(), stream_);
-    zero(fluence_boxes_, layers.size(), stream_);  // the empty box (FluenceBoxSum)
     if (spot_count > 0) {
       // Shared memory for the widest box of any layer (clipped to the grid).
       int box_cols = 1, box_rows = 1;
@@ -1551,12 +1636,12 @@ class GpuBeamExecutor final : public BeamExecutor {
         spread_shared_bytes_ = bytes;
       }
       spread_kernel<<<static_cast<unsigned>(spot_count), 128, bytes, stream_>>>(
-          spots_.get() + spot_begin, static_cast<int>(first_layer), spread_sigma_.get(), cutoff_sigmas, g.cols, g.rows,
-          fluence_.get());
+          pack.spots.get() + spot_begin, static_cast<int>(first_layer), device_sigma_px, cutoff_sigmas,
+          SpotPixels(g), fluence_.get());
       PD_CUDA_CHECK_LAUNCH("spread_kernel");
       spot_boxes_kernel<<<blocks_for(spot_count), kThreads, 0, stream_>>>(
-          spots_.get() + spot_begin, static_cast<unsigned>(spot_count), static_cast<int>(first_layer),
-          spread_sigma_.get(), cutoff_sigmas, g.cols, g.rows, fluence_boxes_.get());
+          pack.spots.get() + spot_begin, static_cast<unsigned>(spot_count), static_cast<int>(first_layer),
+          device_sigma_px, cutoff_sigmas, SpotPixels(g), fluence_boxes_.get());
       PD_CUDA_CHECK_LAUNCH("spot_boxes_kernel");
     }
   }
@@ -1575,10 +1660,12 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("resample_kernel");
   }
 
-  /// The group's device LayerTables: pointers into the staged curves and
-  /// WEPL tables (stage_beam_layers), and into its in-air σ, packed and
-  /// uploaded here (they depend on the group's slices).
-  void upload_layer_tables(const std::vector<HostLayerTables>& layers, std::size_t first_layer, std::size_t plane) {
+  /// The group's LayerTables, packed into upload_staging_ for its mirror
+  /// (stage_mirror_): pointers into the staged curves and WEPL tables
+  /// (stage_beam_layers), into the fluence planes, and into its in-air σ,
+  /// packed beside them (they depend on the group's slices).
+  const kernels::LayerTables<float>* pack_layer_tables(const std::vector<HostLayerTables>& layers,
+                                                       std::size_t first_layer, std::size_t plane) {
     std::size_t floats = 0;
     std::vector<std::size_t> air_x(layers.size()), air_y(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -1592,13 +1679,13 @@ class GpuBeamExecutor final : public BeamExecutor {
       std::copy(layers[i].air_sigma_x_mm->begin(), layers[i].air_sigma_x_mm->end(), air_pack + air_x[i]);  // double → float
       std::copy(layers[i].air_sigma_y_mm->begin(), layers[i].air_sigma_y_mm->end(), air_pack + air_y[i]);
     }
-    upload(air_sigma_pack_, air_pack, floats, stream_);
-    const double* base = layer_pack_.get();
-    const float* float_base = layer_float_pack_.get();
-    const float* air_base = air_sigma_pack_.get();
+    const BeamPack& pack = *beam_packs_.front();
+    const double* base = pack.doubles.get();
+    const float* float_base = pack.floats.get();
+    const float* air_base = upload_staging_.in_mirror(stage_mirror_.get(), air_pack);
     kernels::LayerTables<float>* tables = upload_staging_.take<kernels::LayerTables<float>>(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      const StagedLayer& o = staged_[first_layer + i];
+      const StagedLayer& o = pack.layers[first_layer + i];
       kernels::LayerTables<float> t{};
       static_cast<kernels::LayerScalars&>(t) = layers[i].scalars;
       t.fluence = fluence_.get() + i * plane;
@@ -1613,7 +1700,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       t.air_sigma_y_mm = air_base + air_y[i];
       tables[i] = t;
     }
-    upload(device_layers_, tables, layers.size(), stream_);
+    return tables;
   }
 
   int device_;
@@ -1641,22 +1728,23 @@ class GpuBeamExecutor final : public BeamExecutor {
   int* trace_back_ = nullptr;   ///< pinned (upload_staging_): the last start_trace's read-back, until trace_summary
   std::size_t trace_cutoffs_ = 0;  ///< its cut-offs
   bool beam_holds_dose_ = false;  ///< beam_ holds an earlier layer group's halo dose (else finish_beam writes it anew)
+  bool plan_holds_dose_ = false;  ///< plan_ holds the plan's dose (else no beam has finished since begin_plan)
   std::optional<BevGeometry> pending_halo_;  ///< the grid of the halo dose in halo_bev_ that finish_beam adds
   PinnedStaging upload_staging_;  ///< layer_images' uploads
   PinnedStaging beam_staging_;    ///< stage_beam_layers' uploads
   std::size_t trace_pixels_ = 0;  ///< the last trace's (start_trace)
   int halo_column_bin_ = 1;       ///< the last layer images' (LayerStackArgs::halo_column_bin)
-  std::vector<StagedLayer> staged_;  ///< the beam's layers as stage_beam_layers placed them
-  BevGeometry staged_grid_{};  ///< the grid the staged spots' pixel units refer to
+  /// The beams kept in device memory, the one staged last (the current beam) first.
+  std::vector<std::unique_ptr<BeamPack>> beam_packs_;
+  bool beam_staged_ = false;  ///< stage_beam_layers came after the last start_trace
   StagedPacks staged_packs_{};                ///< where stage_beam_layers packs
   std::future<void> staged_spot_packing_;     ///< the staging threads' packing, until upload_staged_layers
   std::future<void> staged_table_packing_;
-  std::promise<std::optional<StagingJob>> spot_job_, table_job_;  ///< what the woken staging threads wait for
-  bool staging_jobs_pending_ = false;                              ///< woken, no job given yet
   DeviceBuffer<float> plan_, beam_;
-  DeviceBuffer<double> doubles_, layer_pack_;
+  DeviceBuffer<double> doubles_;
   DeviceBuffer<double> segment_wet_;  ///< [segment][ray] (start_trace)
-  DeviceBuffer<float> layer_float_pack_, air_sigma_pack_;
+  /// The device mirror of what layer_images packs into upload_staging_ (one copy).
+  DeviceBuffer<char> stage_mirror_;
   DeviceBuffer<float> trace_rsp_, trace_density_, wepl_far_, rho_over_x_, step_;
   DeviceBuffer<float> bev_, image_, sigma_x_, sigma_y_, stack_out_, halo_in_, halo_bev_;
   /// The layer images' halo: column sums of the shares and of the shares
@@ -1664,8 +1752,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceBuffer<double> halo_share_sum_, halo_weighted_sum_;
   DeviceBuffer<int> ints_, depth_slice_;
   DeviceBuffer<char> sums_;
-  DeviceBuffer<DeviceSpot> spots_;
-  DeviceBuffer<double> spread_sigma_, fluence_;
+  DeviceBuffer<double> fluence_;
   DeviceBuffer<FluenceBoxSum> fluence_boxes_;  ///< [layer of the group] (spot_boxes_kernel)
   /// The stack's and the coarse halo stack's SliceBoxes (layer_kernel, halo_bin_kernel).
   DeviceBuffer<SliceBox> slice_boxes_, halo_slice_boxes_;
@@ -1686,7 +1773,6 @@ class GpuBeamExecutor final : public BeamExecutor {
   std::size_t groups_stack_slices_ = 0;            ///< the stack the staged groups describe
   int groups_bev_slices_ = -1;
   DeviceBuffer<float> halo_stack_out_;  ///< the halo's superposition output (run_halo)
-  DeviceBuffer<kernels::LayerTables<float>> device_layers_;
   // Last, so that they join first on destruction, while what their tasks
   // use still exists: the plan dose's host volume (start_plan_host_volume)
   // and the packing of the beam's layers (stage_beam_layers), each on a

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "protondose/core/error.h"
 #include "protondose/engine/dose_engine.h"
@@ -157,6 +158,60 @@ TEST(EngineBackends, ABeamThatMissesThePatientFailsAndTheEngineGoesOn) {
   ASSERT_GT(reference.max_dose_gy, 0.0);
   // The scatter's float atomics: not bitwise, far below 1e-5 of D_max.
   EXPECT_LE(worst_difference(after.dose_gy, reference.dose_gy), 1e-5 * reference.max_dose_gy);
+}
+
+// A prepared plan's beams stay in the GPU executor's device memory, their
+// spots at the isocentre plane whatever the grid. Computed again, alternately
+// on two CTs whose beams' grids differ (the second is narrower along the
+// beams: a shorter depth range, a narrower margin, another first ray), and
+// again after more beams than the executor keeps (8) went through it, they
+// give the dose a fresh engine computes from the plan itself. The two beams'
+// spots differ (weights and positions), so that one beam's device copy
+// taken for the other's would show; a third beam, last, adds no dose.
+TEST(EngineBackends, APreparedPlanKeptInDeviceMemoryGivesTheDoseOfItsPlanOnEveryCt) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  protondose::IonPlan plan = two_beam_plan();
+  for (auto& layer : plan.beams[1].layers)
+    for (auto& spot : layer.spots) {
+      spot.x_mm += 3;
+      spot.meterset *= 1.5;
+    }
+  // And a set-up beam last, which adds no dose: the plan's check then runs
+  // after its last beam's (the executor's finish_plan pass).
+  protondose::IonBeam setup = plan.beams[0];
+  setup.number = 3;
+  for (auto& layer : setup.layers)
+    for (auto& spot : layer.spots) spot.meterset = 0;
+  plan.beams.push_back(setup);
+  const protondose::CtImage cts[] = {heterogeneous_ct(),
+                                     pt::ct_from({80, 90, 72}, {2, 2, 2}, {-79, -89, -71}, pt::heterogeneous_hu)};
+  const pe::DoseResult reference[] = {default_gpu_engine()->compute(cts[0], plan),
+                                      default_gpu_engine()->compute(cts[1], plan)};
+  const auto engine = default_gpu_engine();
+  const auto prepared = engine->prepare_plan(plan);
+  const std::shared_ptr<const pe::PreparedCt> prepared_cts[] = {engine->prepare(cts[0]), engine->prepare(cts[1])};
+  const auto expect_reference = [&](int c, const char* what) {
+    const pe::DoseResult r = engine->compute(*prepared_cts[c], *prepared);
+    ASSERT_GT(reference[c].max_dose_gy, 0.0);
+    // The scatter's float atomics: not bitwise, far below 1e-5 of D_max.
+    EXPECT_LE(worst_difference(r.dose_gy, reference[c].dose_gy), 1e-5 * reference[c].max_dose_gy)
+        << what << ", CT " << c;
+    EXPECT_EQ(r.timings.plan_preparation_s, 0.0);
+  };
+  for (int round = 0; round < 2; ++round)
+    for (int c = 0; c < 2; ++c) expect_reference(c, round == 0 ? "first round" : "second round");
+  std::vector<std::shared_ptr<const pe::PreparedPlan>> others;
+  for (int p = 1; p <= 5; ++p) {
+    protondose::IonPlan other = plan;
+    for (auto& beam : other.beams)
+      for (auto& layer : beam.layers)
+        for (auto& spot : layer.spots) spot.y_mm += p;
+    others.push_back(engine->prepare_plan(other));
+    engine->compute(*prepared_cts[0], *others.back());
+  }
+  expect_reference(0, "after 10 other beams");
+  expect_reference(1, "after 10 other beams");
 }
 
 TEST(EngineBackends, GpuGatherMatchesTheCpuBackend) { expect_matches_cpu(pe::Backend::kGpuGather); }

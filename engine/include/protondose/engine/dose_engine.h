@@ -146,6 +146,8 @@ struct DoseEngineOptions {
 /// Wall-clock seconds by stage, summed over beams.
 struct StageTimings {
   double hu_conversion_s = 0;   ///< HU → RSP/density (prepare()); 0 for a prepared CT
+  /// The plan checked and converted (prepare_plan()); 0 for a prepared plan.
+  double plan_preparation_s = 0;
   double beam_setup_s = 0;      ///< host: layers, grid, spot fluence, per-layer tables
   double ray_tracing_s = 0;
   double layer_images_s = 0;    ///< input images and σ-maps
@@ -162,7 +164,9 @@ struct StageTimings {
   double download_s = 0;        ///< GPU backends: the dose volume(s) copied to host memory
   /// From the start of compute() on a prepared CT to the plan dose complete
   /// in the executor's memory (device memory on GPU backends): the engine's
-  /// time without the CT conversion, the copy back and the final host check.
+  /// time without the CT conversion, the copy back and the final host check;
+  /// on a prepared plan, from the plan in (device) memory, else with the
+  /// plan's preparation.
   double dose_ready_s = 0;
   double total_s = 0;
 };
@@ -190,6 +194,54 @@ struct PreparedCt {
   double rsp_scale = 1.0;  ///< the range scenario's RSP factor it was prepared with
   std::uint64_t id = 0;  ///< unique in the process: what device caches key on
   double conversion_s = 0;
+};
+
+/// A plan checked and converted by one engine (DoseEngine::prepare_plan),
+/// whatever the CT: each beam's energy layers with their physics tables
+/// (depth-dose curve, residual energy, scattering power, halo), its spots
+/// validated and in protons, and what the beam's grid needs of them (their
+/// extent, the layers' cut-offs and emittances). compute() on it starts with
+/// the beam's geometry and the ray tracing. One prepared plan serves every CT
+/// it is computed on — the scenarios of a robustness evaluation, the CTs of an
+/// adaptive series. On a GPU backend the engine keeps the spots and tables of
+/// the beams it computed last in device memory, keyed by the plan's id (as it
+/// keeps prepared CTs), so that a warm engine computes from the plan in device
+/// memory. Immutable once prepared; usable only by the engine that prepared
+/// it (the tables follow its options and beam model).
+class PreparedPlan {
+ public:
+  struct Beam;  ///< engine-private (dose_engine.cpp)
+  ~PreparedPlan();
+  PreparedPlan(const PreparedPlan&) = delete;
+  PreparedPlan& operator=(const PreparedPlan&) = delete;
+
+  const std::string& label() const { return label_; }
+  int fractions() const { return fractions_; }
+  std::size_t beam_count() const;
+  /// Positive-meterset spots of the beams that reach the patient.
+  std::size_t spots() const { return spots_; }
+  /// Unique in the process to the plan's spots and tables: what the GPU
+  /// executor's device cache keys on (a shifted() plan keeps it).
+  std::uint64_t id() const { return id_; }
+  double preparation_s() const { return preparation_s_; }
+
+  /// This plan with the patient moved by shift_mm (a setup error): every
+  /// isocentre moved by −shift_mm, as shifted_plan (batch.h) moves a plan's.
+  /// It shares this plan's layers, spots and tables (and its id: on a GPU
+  /// backend, the device copies of its beams), so that the scenarios of a
+  /// robustness evaluation cost one preparation.
+  std::shared_ptr<const PreparedPlan> shifted(const Vec3& shift_mm) const;
+
+ private:
+  friend class DoseEngine;
+  PreparedPlan();
+  std::string label_;
+  int fractions_ = 1;
+  std::size_t spots_ = 0;
+  std::uint64_t id_ = 0;
+  std::uint64_t engine_id_ = 0;  ///< the DoseEngine that prepared it
+  double preparation_s_ = 0;
+  std::vector<Beam> beams_;  ///< in plan order
 };
 
 /// Converts a CT as an engine with this HU curve and these options would
@@ -273,6 +325,19 @@ class DoseEngine {
   /// and each engine's executor keeps its own device copy keyed by
   /// PreparedCt::id, so several engines may compute on one PreparedCt at once.
   DoseResult compute(const PreparedCt& ct, const IonPlan& plan) const;
+  /// The same from a plan this engine prepared (prepare_plan): the plan's
+  /// checks and spot handling are done, and on a GPU backend its beams' spots
+  /// and tables stay in device memory from one compute() to the next.
+  /// ConfigError for a plan prepared by another engine.
+  DoseResult compute(const PreparedCt& ct, const PreparedPlan& plan) const;
+  /// A prepared plan on a CT this call converts (prepare()).
+  DoseResult compute(const CtImage& ct, const PreparedPlan& plan) const;
+  /// Checks and converts a plan for this engine, whatever the CT: the
+  /// InputErrors of compute() that do not depend on the CT (no beams, fewer
+  /// than one fraction, a machine name that does not match, a range shifter
+  /// without its distance, an energy outside the beam model, a spot with a
+  /// negative or non-finite meterset or position) are thrown here.
+  std::shared_ptr<const PreparedPlan> prepare_plan(const IonPlan& plan) const;
   /// Puts a prepared CT where compute() reads it — on a GPU backend, uploads
   /// its volumes into the engine's device cache — so that a later compute()
   /// on it starts at once: a one-shot process does this while its GPU still
@@ -299,6 +364,11 @@ class DoseEngine {
 
  private:
   std::shared_ptr<const LayerPhysics> layer_physics(double nominal_energy_mev, double shifter_wet_mm) const;
+  /// prepare_plan; `cached`: false for the transient plan of compute(ct,
+  /// IonPlan), which the GPU executor stages without keeping (id 0).
+  std::shared_ptr<const PreparedPlan> prepare_plan(const IonPlan& plan, bool cached) const;
+
+  std::uint64_t id_ = 0;  ///< unique in the process (PreparedPlan::engine_id_)
 
   physics::BeamModel machine_;
   physics::HuCurve hu_curve_;
