@@ -704,20 +704,27 @@ std::shared_ptr<const PreparedPlan> DoseEngine::prepare_plan(const IonPlan& plan
   return prepared;
 }
 
-DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
-  const std::shared_ptr<const PreparedCt> prepared = prepare(ct);
-  DoseResult r = compute(*prepared, plan);
+namespace {
+
+/// compute() of a plan (IonPlan or PreparedPlan) on a CT converted for the
+/// call, its conversion in the timings.
+template <class Plan>
+DoseResult compute_on_converted_ct(const DoseEngine& engine, const CtImage& ct, const Plan& plan) {
+  const std::shared_ptr<const PreparedCt> prepared = engine.prepare(ct);
+  DoseResult r = engine.compute(*prepared, plan);
   r.timings.hu_conversion_s = prepared->conversion_s;
   r.timings.total_s += prepared->conversion_s;
   return r;
 }
 
+}  // namespace
+
+DoseResult DoseEngine::compute(const CtImage& ct, const IonPlan& plan) const {
+  return compute_on_converted_ct(*this, ct, plan);
+}
+
 DoseResult DoseEngine::compute(const CtImage& ct, const PreparedPlan& plan) const {
-  const std::shared_ptr<const PreparedCt> prepared = prepare(ct);
-  DoseResult r = compute(*prepared, plan);
-  r.timings.hu_conversion_s = prepared->conversion_s;
-  r.timings.total_s += prepared->conversion_s;
-  return r;
+  return compute_on_converted_ct(*this, ct, plan);
 }
 
 DoseResult DoseEngine::compute(const PreparedCt& ct, const IonPlan& plan) const {
