@@ -382,25 +382,21 @@ inline void curve_nodes(const double* depth_mm, const double* idd, const double*
   }
 }
 
-/// A node as read by the layer kernel: through the read-only data path on
-/// the GPU (the node pointer lives in shared memory, so the compiler would
-/// otherwise issue generic loads).
+/// A node as the layer images read it: the GPU's layer kernel keeps its
+/// layer's curve in shared memory (LayerSharedTables), read as two 16-byte
+/// loads; from global memory, where the walk's loads waited on L2 at almost
+/// every step (a third of the kernel's stall samples, ncu, water cube, H100),
+/// the read-only path (__ldg) served it.
 PD_HD inline CurveNode load_curve_node(const CurveNode* p) {
 #ifdef __CUDA_ARCH__
-  const double2 a = __ldg(reinterpret_cast<const double2*>(p));
-  const double2 b = __ldg(reinterpret_cast<const double2*>(p) + 1);
+  const double2 a = reinterpret_cast<const double2*>(p)[0];
+  const double2 b = reinterpret_cast<const double2*>(p)[1];
   return CurveNode{a.x, a.y, b.x, b.y};
 #else
   return *p;
 #endif
 }
-PD_HD inline double load_curve_depth(const CurveNode* p) {
-#ifdef __CUDA_ARCH__
-  return __ldg(&p->depth_mm);
-#else
-  return p->depth_mm;
-#endif
-}
+PD_HD inline double load_curve_depth(const CurveNode* p) { return p->depth_mm; }
 
 /// CIDD at w on the segment that starts at node s (physics::
 /// CumulativeDepthDose::cidd_mev's formula; ½·slope is exact in binary).
@@ -526,6 +522,33 @@ struct LayerTables : LayerScalars {
   int wepl_nodes;
   const Real* air_sigma_x_mm;  ///< [slice] in-air spot σ at the slice centre
   const Real* air_sigma_y_mm;
+};
+
+/// Where the GPU's layer kernel puts a layer's tables in its dynamic shared
+/// memory: the curve's nodes, the four WEPL tables (two without the halo)
+/// and the two in-air σ tables, each from a 16-byte boundary. The layer
+/// kernel reads every one of them at every step of every ray; from global
+/// memory they waited on L2 (the blocks of an SM run different layers, and
+/// the trace's samples stream through L1).
+struct LayerSharedTables {
+  std::size_t curve, energy, scattering, halo_weight, halo_sigma, air_x, air_y, bytes;
+
+  PD_HD LayerSharedTables(int curve_nodes, int wepl_nodes, bool halo, int slices) {
+    std::size_t at = 0;
+    const auto place = [&at](std::size_t size) {
+      const std::size_t here = at;
+      at += (size + 15) / 16 * 16;
+      return here;
+    };
+    curve = place(static_cast<std::size_t>(curve_nodes) * sizeof(CurveNode));
+    energy = place(static_cast<std::size_t>(wepl_nodes) * sizeof(float));
+    scattering = place(static_cast<std::size_t>(wepl_nodes) * sizeof(float));
+    halo_weight = place(halo ? static_cast<std::size_t>(wepl_nodes) * sizeof(float) : 0);
+    halo_sigma = place(halo ? static_cast<std::size_t>(wepl_nodes) * sizeof(float) : 0);
+    air_x = place(static_cast<std::size_t>(slices) * sizeof(float));
+    air_y = place(static_cast<std::size_t>(slices) * sizeof(float));
+    bytes = at;
+  }
 };
 
 /// What every layer shares: the trace, the stack arrays and constants.

@@ -368,6 +368,9 @@ struct ColumnBinnedHaloStore {
 /// `column_bin` lanes, each group a run of columns of one row
 /// (ColumnBinnedHaloStore), the groups in row-major order; lanes past a
 /// row's last column are off the grid. column_bin = 1: ray = thread.
+/// (Blocks of 32 columns × 8 rows instead, so that a block would hold only
+/// margin rays or only field rays, made the water cube's layer kernel 1.45 →
+/// 2.06 ms with as many instructions, ncu, H100, 2026-11-27.)
 struct LayerRayLayout {
   int column_bin;    ///< 1, 2, 4 or 8 (the kernel's kColumnBin)
   int bins_per_row;  ///< ceil(cols / column_bin)
@@ -376,7 +379,6 @@ struct LayerRayLayout {
     return static_cast<std::size_t>(rows) * static_cast<std::size_t>(bins_per_row) * column_bin;
   }
 };
-
 /// Where a layer's spot fluence may be non-zero: the union of its spots'
 /// boxes (SpotBox), gathered by spot_boxes_kernel's atomics.
 /// Stored so that a zeroed buffer is the empty box: INT_MAX − begin and end,
@@ -417,6 +419,13 @@ __global__ void reset_layer_stage_kernel(unsigned long long* summary, std::size_
   if (s < layers) boxes[s] = FluenceBoxSum{};  // zero: the empty box
 }
 
+/// The most dynamic shared memory a layer kernel's block takes for its
+/// layer's tables (kernels::LayerSharedTables): four blocks of an SM then
+/// stay within its 228 KB. The water cube's layers take 8–23 KB.
+constexpr std::size_t kMaxLayerTableSharedBytes = 52 * 1024;
+/// Dynamic shared memory a kernel may take without opting in.
+constexpr std::size_t kDefaultDynamicSharedBytes = 48 * 1024;
+
 /// One thread per (ray, layer): kernels::layer_ray in single precision (its
 /// CIDD and energy sum stay double): within 3.4e-6 of D_max of the double dose
 /// on the engine's test cases (tests/engine/float_layer_images_test.cpp).
@@ -434,7 +443,8 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
                              double* halo_share_sum, double* halo_weighted_sum,
                              const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
-                             std::size_t stack_slices, const FluenceBoxSum* fluence_boxes, SliceBox* slice_boxes) {
+                             std::size_t stack_slices, const FluenceBoxSum* fluence_boxes, SliceBox* slice_boxes,
+                             bool tables_in_shared) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
@@ -461,6 +471,42 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   // The step's constants in float, beside them (kernels::LayerRayConstants).
   __shared__ kernels::LayerRayConstants<float> constants;
   if (threadIdx.x == 0) constants = kernels::layer_ray_constants<float>(s.grid, layers[blockIdx.x]);
+  // And the tables themselves (kernels::LayerSharedTables), where the launch
+  // gave the room: the curve's nodes (16-byte aligned in global memory too:
+  // copied as double2), the WEPL tables and the in-air σ (packed at any
+  // float offset: copied as floats), L's pointers turned to the copies.
+  extern __shared__ float4 layer_tables_smem[];
+  if (tables_in_shared) {
+    const kernels::LayerTables<float>& G = layers[blockIdx.x];
+    const kernels::LayerSharedTables at(G.curve_nodes, G.wepl_nodes, G.halo_weight != nullptr, G.slices);
+    char* base = reinterpret_cast<char*>(layer_tables_smem);
+    const int curve_words = G.curve_nodes * static_cast<int>(sizeof(kernels::CurveNode) / sizeof(double2));
+    for (int w = threadIdx.x; w < curve_words; w += blockDim.x)
+      reinterpret_cast<double2*>(base + at.curve)[w] = reinterpret_cast<const double2*>(G.curve)[w];
+    const auto copy = [&](std::size_t offset, const float* from, int count) {
+      for (int f = threadIdx.x; f < count; f += blockDim.x) reinterpret_cast<float*>(base + offset)[f] = from[f];
+    };
+    copy(at.energy, G.energy_mev, G.wepl_nodes);
+    copy(at.scattering, G.scattering_factor, G.wepl_nodes);
+    if (G.halo_weight) {
+      copy(at.halo_weight, G.halo_weight, G.wepl_nodes);
+      copy(at.halo_sigma, G.halo_sigma_mm, G.wepl_nodes);
+    }
+    copy(at.air_x, G.air_sigma_x_mm, G.slices);
+    copy(at.air_y, G.air_sigma_y_mm, G.slices);
+    __syncthreads();  // L's copy done: its pointers are turned below
+    if (threadIdx.x == 0) {
+      L.curve = reinterpret_cast<const kernels::CurveNode*>(base + at.curve);
+      L.energy_mev = reinterpret_cast<const float*>(base + at.energy);
+      L.scattering_factor = reinterpret_cast<const float*>(base + at.scattering);
+      if (G.halo_weight) {
+        L.halo_weight = reinterpret_cast<const float*>(base + at.halo_weight);
+        L.halo_sigma_mm = reinterpret_cast<const float*>(base + at.halo_sigma);
+      }
+      L.air_sigma_x_mm = reinterpret_cast<const float*>(base + at.air_x);
+      L.air_sigma_y_mm = reinterpret_cast<const float*>(base + at.air_y);
+    }
+  }
   __syncthreads();
   // Every slice of the layer is zero outside its fluence's box (a ray
   // without protons stores zeros): the superposer's SliceBox of each.
@@ -1017,12 +1063,25 @@ class GpuBeamExecutor final : public BeamExecutor {
                                sigma_x_.get(), sigma_y_.get(), nullptr, nullptr});  // the halo: column sums
     const kernels::LayerTables<float>* device_tables = upload_staging_.in_mirror(stage_mirror_.get(), tables);
     const dim3 layer_grid(static_cast<unsigned>(layers.size()), blocks_for(layout.threads()));
+    // The layers' tables in shared memory (kernels::LayerSharedTables), room
+    // for the largest; past kMaxLayerTableSharedBytes they are read from
+    // global memory.
+    std::size_t table_bytes = 0;
+    for (const HostLayerTables& h : layers)
+      table_bytes = std::max(table_bytes, kernels::LayerSharedTables(static_cast<int>(h.curve->size()),
+                                                                     static_cast<int>(h.energy_mev->size()),
+                                                                     !h.halo_weight->empty(), h.scalars.slices)
+                                              .bytes);
+    const bool tables_in_shared = table_bytes <= kMaxLayerTableSharedBytes;
+    const std::size_t dynamic_shared = tables_in_shared ? table_bytes : 0;
     const auto launch = [&](auto kernel) {
-      kernel<<<layer_grid, kThreads, 0, stream_>>>(s, layout, halo ? halo_share_sum_.get() : nullptr,
-                                                   halo ? halo_weighted_sum_.get() : nullptr, device_tables,
-                                                   &d->energy, &d->overshoot, &d->max_variance_bits,
-                                                   slice_summary_.get(), stack_slices, fluence_boxes_.get(),
-                                                   slice_boxes_.get());
+      if (dynamic_shared > kDefaultDynamicSharedBytes)
+        PD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kMaxLayerTableSharedBytes)));
+      kernel<<<layer_grid, kThreads, dynamic_shared, stream_>>>(
+          s, layout, halo ? halo_share_sum_.get() : nullptr, halo ? halo_weighted_sum_.get() : nullptr, device_tables,
+          &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices, fluence_boxes_.get(),
+          slice_boxes_.get(), tables_in_shared);
     };
     const auto launch_for_bin = [&](auto index_type) {
       using Index = decltype(index_type);
