@@ -1515,9 +1515,21 @@ class GpuBeamExecutor final : public BeamExecutor {
           HostTimeline::mark("staging: the beam is in device memory");
           return;
         }
-    // Otherwise into the least recently used pack (its buffers reused), or a new one.
-    if (beam_packs_.size() < kCachedBeams) beam_packs_.push_back(std::make_unique<BeamPack>());
-    std::rotate(beam_packs_.begin(), beam_packs_.end() - 1, beam_packs_.end());
+    // Otherwise into a pack whose buffers are reused: for a plan prepared
+    // for one computation (plan_id 0), the pack such a plan used last, so
+    // that a series of them keeps one pack (not a new pack, and its device
+    // allocations, for each of the first kCachedBeams); else the least
+    // recently used pack, or a new one.
+    std::size_t reuse = beam_packs_.size();
+    if (key.plan_id == 0)
+      for (std::size_t i = 0; i < beam_packs_.size() && reuse == beam_packs_.size(); ++i)
+        if (beam_packs_[i]->key.plan_id == 0) reuse = i;
+    if (reuse == beam_packs_.size()) {
+      if (beam_packs_.size() < kCachedBeams) beam_packs_.push_back(std::make_unique<BeamPack>());
+      reuse = beam_packs_.size() - 1;
+    }
+    std::rotate(beam_packs_.begin(), beam_packs_.begin() + static_cast<std::ptrdiff_t>(reuse),
+                beam_packs_.begin() + static_cast<std::ptrdiff_t>(reuse) + 1);
     BeamPack& pack = *beam_packs_.front();
     pack.key = key;
     pack.uploaded = false;
