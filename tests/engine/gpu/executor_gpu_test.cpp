@@ -38,10 +38,10 @@ TEST(GpuBeamExecutor, TraceSummaryWithoutAStartTraceIsAnInternalError) {
   EXPECT_NE(m.find("trace_summary: no start_trace before it"), std::string::npos) << m;
 }
 
-// start_trace wakes the staging threads for stage_beam_layers' job: layer
-// images after a trace whose layers were never staged would wait for that
-// job forever, so they are an InternalError; and the executor, destroyed
-// with its staging threads still waiting, ends without hanging.
+// Each trace's beam is staged after it (stage_beam_layers): layer images
+// after a trace whose layers were never staged would spread another beam's
+// spots (the last staged, still in device memory), so they are an
+// InternalError; and the executor is destroyed cleanly after it.
 TEST(GpuBeamExecutor, LayerImagesAfterATraceWithoutStagedLayersIsAnInternalError) {
   std::string why;
   if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
