@@ -95,62 +95,21 @@ double sigma_in_air(const physics::BeamModel& m, const PreparedLayer& L, physics
                                                       m.reference_plane_upstream_of_isocentre_mm(), depth_mm);
 }
 
-/// The depths and magnifications of the full grid's slices, which every
-/// layer's in-air tables take (air_sigma_on_full_grid).
-struct SliceDepths {
-  std::vector<double> depth_mm, magnification_x, magnification_y;
-  explicit SliceDepths(const BevGrid& full) {
-    const auto n = static_cast<std::size_t>(full.slices);
-    depth_mm.resize(n);
-    magnification_x.resize(n);
-    magnification_y.resize(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      depth_mm[k] = full.depth_mm(static_cast<int>(k));
-      magnification_x[k] = full.magnification_x(depth_mm[k]);
-      magnification_y[k] = full.magnification_y(depth_mm[k]);
-    }
-  }
-};
-
-/// physics::sigma_in_air_mm's variance, its products in the same order (so
-/// the same bits), with the terms that do not depend on the depth taken
-/// once: the tables evaluate it at every slice of every layer (20 layers ×
-/// ~300 slices × 2 axes for the water cube, ~0.2 ms on the H100 hosts
-/// through the physics call per point).
-class AirVariance {
- public:
-  AirVariance(const physics::AxisEmittance& e, double reference_plane_mm)
-      : e_(e), reference_plane_mm_(reference_plane_mm), sigma2_(e.sigma_mm * e.sigma_mm),
-        linear_(2.0 * e.correlation * e.sigma_mm * e.sigma_theta_rad), theta2_(e.sigma_theta_rad * e.sigma_theta_rad) {}
-  /// σ (mm) at depth_mm from the isocentre; NumericalError (the physics
-  /// message) where the variance is negative.
-  double sigma_mm(double depth_mm) const {
-    const double s = reference_plane_mm_ + depth_mm;
-    const double variance = sigma2_ + linear_ * s + theta2_ * s * s;
-    if (!(variance >= 0.0)) return physics::sigma_in_air_mm(e_, s);  // throws, naming the value
-    return std::sqrt(variance);
-  }
-
- private:
-  physics::AxisEmittance e_;
-  double reference_plane_mm_, sigma2_, linear_, theta2_;
-};
-
 /// Layer L's in-air σ at every slice of the full grid (LayerWork::full_*).
-void air_sigma_on_full_grid(const physics::BeamModel& m, const SliceDepths& slices, LayerWork& L) {
-  const std::size_t n = slices.depth_mm.size();
+void air_sigma_on_full_grid(const physics::BeamModel& m, const BevGrid& full, LayerWork& L) {
+  const auto n = static_cast<std::size_t>(full.slices);
   L.full_air_sigma_x_mm.resize(n);
   L.full_air_sigma_y_mm.resize(n);
   L.full_iso_sigma_x_mm.resize(n);
   L.full_iso_sigma_y_mm.resize(n);
-  const AirVariance x(L.prepared->emittance[0], m.reference_plane_upstream_of_isocentre_mm());
-  const AirVariance y(L.prepared->emittance[1], m.reference_plane_upstream_of_isocentre_mm());
   for (std::size_t k = 0; k < n; ++k) {
-    const double sx = x.sigma_mm(slices.depth_mm[k]), sy = y.sigma_mm(slices.depth_mm[k]);
+    const double d = full.depth_mm(static_cast<int>(k));
+    const double sx = sigma_in_air(m, *L.prepared, physics::Axis::kX, d);
+    const double sy = sigma_in_air(m, *L.prepared, physics::Axis::kY, d);
     L.full_air_sigma_x_mm[k] = sx;
     L.full_air_sigma_y_mm[k] = sy;
-    L.full_iso_sigma_x_mm[k] = sx / slices.magnification_x[k];
-    L.full_iso_sigma_y_mm[k] = sy / slices.magnification_y[k];
+    L.full_iso_sigma_x_mm[k] = sx / full.magnification_x(d);
+    L.full_iso_sigma_y_mm[k] = sy / full.magnification_y(d);
   }
 }
 
@@ -853,8 +812,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) c
       // the tables were ~60–90 µs more before the layer kernel could start
       // (H100 hosts). Joined before anything can unwind past `layers`.
       std::future<void> air_tables = setup_thread_.run([this, &full, &layers] {
-        const SliceDepths slices(full);
-        for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, slices, L);
+        for (LayerWork& L : layers) air_sigma_on_full_grid(machine_, full, L);
         HostTimeline::mark("set-up thread: in-air tables");
       });
       struct Join {

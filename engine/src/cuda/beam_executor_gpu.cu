@@ -301,13 +301,17 @@ struct LayerSliceSummary {
   }
 };
 
-/// An empty summary (one thread per slice).
-__global__ void reset_slice_summary_kernel(unsigned long long* summary, std::size_t slices) {
-  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (s >= slices) return;
+/// Slice s of an empty summary of `slices` slices.
+__device__ inline void reset_slice_summary(unsigned long long* summary, std::size_t slices, std::size_t s) {
   summary[kSummaryMinSigmaKey * slices + s] = ~0ull;
   summary[kSummaryMaxSigmaKey * slices + s] = 0ull;
   summary[kSummaryMaxImage * slices + s] = 0ull;
+}
+
+/// An empty summary (one thread per slice).
+__global__ void reset_slice_summary_kernel(unsigned long long* summary, std::size_t slices) {
+  const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (s < slices) reset_slice_summary(summary, slices, s);
 }
 
 /// The layer kernel's halo store (kernels::layer_ray's HaloStore): the halo
@@ -411,11 +415,7 @@ struct FluenceBoxSum {
 __global__ void reset_layer_stage_kernel(unsigned long long* summary, std::size_t slices, FluenceBoxSum* boxes,
                                          std::size_t layers) {
   const std::size_t s = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (s < slices) {
-    summary[kSummaryMinSigmaKey * slices + s] = ~0ull;
-    summary[kSummaryMaxSigmaKey * slices + s] = 0ull;
-    summary[kSummaryMaxImage * slices + s] = 0ull;
-  }
+  if (s < slices) reset_slice_summary(summary, slices, s);
   if (s < layers) boxes[s] = FluenceBoxSum{};  // zero: the empty box
 }
 
