@@ -248,8 +248,22 @@ class BeamExecutor {
   /// fails between stage_beam_layers and layer_images (which waits for the
   /// packing itself) unwinds past the tables.
   virtual void wait_staged_layers() noexcept {}
+  /// After stage_beam_layers, before trace_summary: the spread σ of every
+  /// layer of the beam ([layer][x, y], isocentre plane, mm; the σ that
+  /// layer_images' tables will carry) and the spreading's cut-off, on the
+  /// lateral layout of `full` (the crop keeps it). The GPU executor queues
+  /// the spots' spreading behind the trace here, so that it runs while the
+  /// host crops; layer_images then checks that its tables and grid are the
+  /// ones spread. The CPU executor spreads in layer_images and does nothing
+  /// here.
+  virtual void spread_beam_fluence(const kernels::BevGeometry& full, const std::vector<double>& spread_sigma_iso_mm,
+                                   double cutoff_sigmas) {
+    (void)full;
+    (void)spread_sigma_iso_mm;
+    (void)cutoff_sigmas;
+  }
   /// Where the trace started last meets the patient, and its cut-offs' slices
-  /// (waits for it).
+  /// (waits for it, not for what was queued after it).
   virtual TraceSummary trace_summary() = 0;
   /// Waits for the work queued so far (stage timings).
   virtual void synchronize() {}
@@ -258,7 +272,7 @@ class BeamExecutor {
   virtual void begin_bev(std::size_t bev_pixels) = 0;
 
   /// Spreads each layer's spots onto the rays (σ from its scalars, isocentre
-  /// plane) and fills the stack of layers [0, layers.size()) (stack_slices
+  /// plane; unless spread_beam_fluence did) and fills the stack of layers [0, layers.size()) (stack_slices
   /// slices) on the cropped grid.
   virtual LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared, std::size_t stack_slices,
                                           std::vector<HostLayerTables>& layers, bool halo) = 0;

@@ -71,12 +71,14 @@ struct LayerWork {
   const PreparedLayer* prepared = nullptr;
   int slices = 0;  ///< slices [0, slices) of the cropped trace carry this layer
   std::size_t stack_offset = 0;  ///< first stack slice
+  /// The σ the layer's spots are spread onto the rays with (isocentre
+  /// plane): the narrowest in-air spot over the slices of the full grid
+  /// (air_sigma_on_full_grid).
   double spread_sigma_x_iso_mm = 0, spread_sigma_y_iso_mm = 0;
-  std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< in-air σ at each slice centre
-  /// The in-air σ at each slice of the full (uncropped) grid, and that σ at
-  /// the isocentre plane (σ / magnification): the cropped grid's tables and
-  /// spread σ are taken from them (crop_air_sigma).
-  std::vector<double> full_air_sigma_x_mm, full_air_sigma_y_mm, full_iso_sigma_x_mm, full_iso_sigma_y_mm;
+  std::vector<double> air_sigma_x_mm, air_sigma_y_mm;  ///< in-air σ at each slice centre of the cropped grid
+  /// The in-air σ at each slice of the full (uncropped) grid: the cropped
+  /// grid's tables are taken from them (crop_air_sigma).
+  std::vector<double> full_air_sigma_x_mm, full_air_sigma_y_mm;
 };
 
 physics::AxisEmittance layer_emittance(const physics::BeamModel& m, const EnergyLayer& layer, physics::Axis axis,
@@ -95,36 +97,39 @@ double sigma_in_air(const physics::BeamModel& m, const PreparedLayer& L, physics
                                                       m.reference_plane_upstream_of_isocentre_mm(), depth_mm);
 }
 
-/// Layer L's in-air σ at every slice of the full grid (LayerWork::full_*).
+/// Layer L's in-air σ at every slice of the full grid (LayerWork::full_*),
+/// and its spread σ: the narrowest of them projected to the isocentre plane
+/// (σ_air(d)/m(d)), so that the in-air growth left to the kernels,
+/// σ_air² − (σ_spread·m)², is ≥ 0 at every slice of any crop. Taken over the
+/// full grid rather than the cropped one, it is known before the trace's
+/// summary, and the GPU spreads the fluence while the host crops (until
+/// 2026-11-27 over the cropped slices: the spreading then waited for the
+/// crop, ~0.1 ms of the water cube with the GPU idle, H100).
 void air_sigma_on_full_grid(const physics::BeamModel& m, const BevGrid& full, LayerWork& L) {
   const auto n = static_cast<std::size_t>(full.slices);
   L.full_air_sigma_x_mm.resize(n);
   L.full_air_sigma_y_mm.resize(n);
-  L.full_iso_sigma_x_mm.resize(n);
-  L.full_iso_sigma_y_mm.resize(n);
+  double iso_x = std::numeric_limits<double>::infinity(), iso_y = iso_x;
   for (std::size_t k = 0; k < n; ++k) {
     const double d = full.depth_mm(static_cast<int>(k));
     const double sx = sigma_in_air(m, *L.prepared, physics::Axis::kX, d);
     const double sy = sigma_in_air(m, *L.prepared, physics::Axis::kY, d);
     L.full_air_sigma_x_mm[k] = sx;
     L.full_air_sigma_y_mm[k] = sy;
-    L.full_iso_sigma_x_mm[k] = sx / full.magnification_x(d);
-    L.full_iso_sigma_y_mm[k] = sy / full.magnification_y(d);
+    iso_x = std::min(iso_x, sx / full.magnification_x(d));
+    iso_y = std::min(iso_y, sy / full.magnification_y(d));
   }
+  L.spread_sigma_x_iso_mm = iso_x;
+  L.spread_sigma_y_iso_mm = iso_y;
 }
 
-/// The cropped grid's in-air σ tables of layer L (its slices from the full
-/// grid's slice `first` on; check_trace_summary keeps them within it), and
-/// the σ its fluence is spread with: the narrowest in-air spot over its
-/// slices (isocentre-plane units), so that the remaining in-air growth
-/// σ_air² − (σ_spread·m)² is ≥ 0 at every slice and goes into the kernels.
+/// The cropped grid's in-air σ tables of layer L: its slices from the full
+/// grid's slice `first` on (check_trace_summary keeps them within it).
 void crop_air_sigma(LayerWork& L, int first) {
   const auto from = [&](const std::vector<double>& v) { return v.begin() + first; };
   const auto to = [&](const std::vector<double>& v) { return v.begin() + first + L.slices; };
   L.air_sigma_x_mm.assign(from(L.full_air_sigma_x_mm), to(L.full_air_sigma_x_mm));
   L.air_sigma_y_mm.assign(from(L.full_air_sigma_y_mm), to(L.full_air_sigma_y_mm));
-  L.spread_sigma_x_iso_mm = *std::min_element(from(L.full_iso_sigma_x_mm), to(L.full_iso_sigma_x_mm));
-  L.spread_sigma_y_iso_mm = *std::min_element(from(L.full_iso_sigma_y_mm), to(L.full_iso_sigma_y_mm));
 }
 
 std::string beam_label(const IonBeam& b) {
@@ -843,6 +848,20 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) c
         exec.stage_beam_layers(staged, StagedBeamKey{plan.id(), beam_index});
       }
       HostTimeline::mark("beam: layers staged");
+      // The spots' spreading depends only on the rays' lateral layout and the
+      // spread σ (taken over the full grid): the GPU executor queues it
+      // behind the trace, and it runs while this thread crops.
+      get_polled(air_tables);  // rethrows what the tables threw
+      HostTimeline::mark("beam: in-air tables joined");
+      {
+        std::vector<double> spread_sigma_iso_mm;
+        for (const LayerWork& L : layers) {
+          spread_sigma_iso_mm.push_back(L.spread_sigma_x_iso_mm);
+          spread_sigma_iso_mm.push_back(L.spread_sigma_y_iso_mm);
+        }
+        exec.spread_beam_fluence(full_geometry, spread_sigma_iso_mm, options_.cutoff_sigmas);
+      }
+      HostTimeline::mark("beam: fluence spreading queued");
       const TraceSummary traced = exec.trace_summary();
       HostTimeline::mark("beam: trace summary back");
       // Crop: from where the first ray meets material (dose to water is
@@ -861,10 +880,12 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) c
       grid = full;
       grid.depth0_mm = full.depth_mm(first);
       grid.slices = slices;
-      stage_done(result.timings.ray_tracing_s);
+      // The trace is done (trace_summary waited for it); a synchronisation
+      // here would wait for the spreading queued behind it too, which runs
+      // while this thread crops.
+      result.timings.ray_tracing_s += seconds_since(t0);
+      t0 = Clock::now();
 
-      get_polled(air_tables);  // rethrows what the tables threw
-      HostTimeline::mark("beam: in-air tables joined");
       for (LayerWork& L : layers) crop_air_sigma(L, first);
       const std::size_t plane = grid.rays();
       const kernels::BevGeometry geometry = geometry_of(grid);

@@ -864,6 +864,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     void* pinned = nullptr;
     PD_CUDA_CHECK(cudaMallocHost(&pinned, sizeof(PinnedSmall)));
     pinned_ = new (pinned) PinnedSmall{};
+    PD_CUDA_CHECK(cudaEventCreateWithFlags(&trace_read_back_, cudaEventDisableTiming));
   }
   ~GpuBeamExecutor() override {
     wait_staged_layers();  // before what the staging threads write into goes
@@ -872,6 +873,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
     if (pinned_ != nullptr) cudaFreeHost(pinned_);  // trivially destructible
+    if (trace_read_back_ != nullptr) cudaEventDestroy(trace_read_back_);
     for (int b = 0; b < 2; ++b) {
       if (download_staging_[b] != nullptr) cudaFreeHost(download_staging_[b]);
       if (download_staged_[b] != nullptr) cudaEventDestroy(download_staged_[b]);
@@ -942,6 +944,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
                    const std::vector<double>& cutoffs) override {
     beam_staged_ = false;  // stage_beam_layers follows, for the beam this trace is of
+    fluence_spread_ = false;  // and spread_beam_fluence
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);
     trace_pixels_ = pixels;
     trace_rsp_.reserve(pixels);
@@ -991,11 +994,43 @@ class GpuBeamExecutor final : public BeamExecutor {
       PD_CUDA_CHECK_LAUNCH("cutoff_kernel");
     }
     PD_CUDA_CHECK(cudaMemcpyAsync(trace_back_, ints_.get(), (2 + layers) * sizeof(int), cudaMemcpyDeviceToHost, stream_));
+    PD_CUDA_CHECK(cudaEventRecord(trace_read_back_, stream_));
+  }
+
+  void spread_beam_fluence(const BevGeometry& full, const std::vector<double>& spread_sigma_iso_mm,
+                           double cutoff_sigmas) override {
+    if (!beam_staged_) throw InternalError("spread_beam_fluence: the beam's layers were not staged after its trace");
+    const std::size_t layers = spread_sigma_iso_mm.size() / 2;
+    if (spread_sigma_iso_mm.size() % 2 != 0 || layers != beam_packs_.front()->layers.size())
+      throw InternalError("spread_beam_fluence: " + std::to_string(spread_sigma_iso_mm.size()) +
+                          " spread σ values for a beam of " + std::to_string(beam_packs_.front()->layers.size()) +
+                          " layers (two per layer)");
+    upload_staged_layers();  // a beam not kept in device memory: its packing (polled) and upload
+    // Its own pinned block: the σ's copy may still be queued when
+    // layer_images begins upload_staging_ anew (trace_summary waits for the
+    // trace's read-back only).
+    spread_staging_.begin(PinnedStaging::bytes_for<double>(std::max<std::size_t>(2 * layers, 1)));
+    double* sigma_px = spread_staging_.take<double>(2 * layers);
+    for (std::size_t l = 0; l < layers; ++l) {
+      sigma_px[2 * l] = spread_sigma_iso_mm[2 * l] / full.pitch_x_mm;  // pack_spread_sigma's division
+      sigma_px[2 * l + 1] = spread_sigma_iso_mm[2 * l + 1] / full.pitch_y_mm;
+    }
+    upload(spread_sigma_px_, sigma_px, 2 * layers, stream_);
+    fluence_boxes_.reserve(std::max<std::size_t>(layers, 1));
+    if (layers > 0) {
+      reset_layer_stage_kernel<<<blocks_for(layers), kThreads, 0, stream_>>>(nullptr, 0, fluence_boxes_.get(), layers);
+      PD_CUDA_CHECK_LAUNCH("reset_layer_stage_kernel");
+    }
+    spread_spots(full, layers, 0, cutoff_sigmas, sigma_px, spread_sigma_px_.get());
+    spread_grid_ = full;
+    spread_sigma_iso_mm_ = spread_sigma_iso_mm;
+    spread_cutoff_sigmas_ = cutoff_sigmas;
+    fluence_spread_ = true;
   }
 
   TraceSummary trace_summary() override {
     if (trace_back_ == nullptr) throw InternalError("trace_summary: no start_trace before it");
-    PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    PD_CUDA_CHECK(cudaEventSynchronize(trace_read_back_));  // not the spreading queued after it
     TraceSummary s;
     s.entry_slice = trace_back_[0] == INT_MAX ? -1 : trace_back_[0];
     s.first_material_slice = trace_back_[1] == INT_MAX ? -1 : trace_back_[1];
@@ -1034,13 +1069,19 @@ class GpuBeamExecutor final : public BeamExecutor {
     upload_staged_layers();
     HostTimeline::mark("layers: staged packs uploaded");
     const std::size_t first_layer = staged_group_first_layer(layers, beam_packs_.front()->layers.size());
+    // The fluence of every layer of the beam, where spread_beam_fluence
+    // spread it (fluence_ then holds the beam's layers, this group's from
+    // first_layer on); else spread here, the group's layers from plane 0.
+    const bool spread_before = fluence_spread_;
+    if (spread_before) check_spread_fluence(g, layers, first_layer, shared_in.spot_cutoff_sigmas);
+    const std::size_t fluence_first_layer = spread_before ? first_layer : 0;
     // What the stage reads from the host — the layers' spreading σ, their
     // tables (with the in-air σ) and the sums' seed — packed into one pinned
     // block and uploaded in one copy into its device mirror: four copies
     // were ~45 µs of the host's time here with the GPU idle (H100 host).
-    fluence_.reserve(std::max<std::size_t>(layers.size() * g.plane(), 1));
-    const double* sigma_px = pack_spread_sigma(g, layers);
-    const kernels::LayerTables<float>* tables = pack_layer_tables(layers, first_layer, g.plane());
+    if (!spread_before) fluence_.reserve(std::max<std::size_t>(layers.size() * g.plane(), 1));
+    const double* sigma_px = spread_before ? nullptr : pack_spread_sigma(g, layers);
+    const kernels::LayerTables<float>* tables = pack_layer_tables(layers, first_layer, fluence_first_layer, g.plane());
     LayerSums* seed = upload_staging_.take<LayerSums>(1);
     *seed = LayerSums{};
     upload_staging_.upload_all(stage_mirror_.get(), stream_);
@@ -1048,16 +1089,19 @@ class GpuBeamExecutor final : public BeamExecutor {
     HostTimeline::mark("layers: tables uploaded");
     slice_summary_.reserve(kSliceSummaryFields * stack_slices);
     slice_boxes_.reserve(std::max<std::size_t>(stack_slices, 1));
-    fluence_boxes_.reserve(std::max<std::size_t>(layers.size(), 1));
+    if (!spread_before) fluence_boxes_.reserve(std::max<std::size_t>(layers.size(), 1));
     summary_slices_ = stack_slices;
-    if (const std::size_t threads = std::max(stack_slices, layers.size()); threads > 0) {  // no blocks: a launch error
+    const std::size_t boxes_to_reset = spread_before ? 0 : layers.size();
+    if (const std::size_t threads = std::max(stack_slices, boxes_to_reset); threads > 0) {  // no blocks: a launch error
       reset_layer_stage_kernel<<<blocks_for(threads), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices,
-                                                                            fluence_boxes_.get(), layers.size());
+                                                                            fluence_boxes_.get(), boxes_to_reset);
       PD_CUDA_CHECK_LAUNCH("reset_layer_stage_kernel");
     }
-    spread_spots(g, layers, first_layer, shared_in.spot_cutoff_sigmas, sigma_px,
-                 upload_staging_.in_mirror(stage_mirror_.get(), sigma_px));
-    HostTimeline::mark("layers: spots spread");
+    if (!spread_before) {
+      spread_spots(g, layers.size(), first_layer, shared_in.spot_cutoff_sigmas, sigma_px,
+                   upload_staging_.in_mirror(stage_mirror_.get(), sigma_px));
+      HostTimeline::mark("layers: spots spread");
+    }
     const kernels::LayerStackArgs s =
         bind_stack(shared_in, {wepl_far_.get(), trace_density_.get(), rho_over_x_.get(), step_.get(), image_.get(),
                                sigma_x_.get(), sigma_y_.get(), nullptr, nullptr});  // the halo: column sums
@@ -1080,8 +1124,8 @@ class GpuBeamExecutor final : public BeamExecutor {
                                            static_cast<int>(kMaxLayerTableSharedBytes)));
       kernel<<<layer_grid, kThreads, dynamic_shared, stream_>>>(
           s, layout, halo ? halo_share_sum_.get() : nullptr, halo ? halo_weighted_sum_.get() : nullptr, device_tables,
-          &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices, fluence_boxes_.get(),
-          slice_boxes_.get(), tables_in_shared);
+          &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices,
+          fluence_boxes_.get() + fluence_first_layer, slice_boxes_.get(), tables_in_shared);
     };
     const auto launch_for_bin = [&](auto index_type) {
       using Index = decltype(index_type);
@@ -1683,20 +1727,40 @@ class GpuBeamExecutor final : public BeamExecutor {
     return sigma_px;
   }
 
-  /// The group's spots spread onto the rays (fluence_, zeroed here) and each
-  /// layer's fluence box (fluence_boxes_, emptied by reset_layer_stage_kernel):
-  /// `sigma_px` packed by pack_spread_sigma, `device_sigma_px` its device copy.
-  void spread_spots(const BevGeometry& g, const std::vector<HostLayerTables>& layers, std::size_t first_layer,
-                    double cutoff_sigmas, const double* sigma_px, const double* device_sigma_px) {
+  /// That spread_beam_fluence spread what layer_images' group of layers
+  /// (from the beam's first_layer on) would have: the same lateral layout of
+  /// the rays, spread σ and cut-off (an engine that gave the spreading other
+  /// values than its tables would compute another dose).
+  void check_spread_fluence(const BevGeometry& g, const std::vector<HostLayerTables>& layers,
+                            std::size_t first_layer, double cutoff_sigmas) const {
+    const BevGeometry& s = spread_grid_;
+    bool same = g.cols == s.cols && g.rows == s.rows && g.x0_mm == s.x0_mm && g.y0_mm == s.y0_mm &&
+                g.pitch_x_mm == s.pitch_x_mm && g.pitch_y_mm == s.pitch_y_mm && cutoff_sigmas == spread_cutoff_sigmas_ &&
+                2 * (first_layer + layers.size()) <= spread_sigma_iso_mm_.size();
+    for (std::size_t l = 0; same && l < layers.size(); ++l)
+      same = layers[l].scalars.spread_sigma_x_iso_mm == spread_sigma_iso_mm_[2 * (first_layer + l)] &&
+             layers[l].scalars.spread_sigma_y_iso_mm == spread_sigma_iso_mm_[2 * (first_layer + l) + 1];
+    if (!same)
+      throw InternalError("layer_images: its rays' lateral layout, spread σ or cut-off differ from those of "
+                          "spread_beam_fluence");
+  }
+
+  /// The spots of the beam's layers [first_layer, first_layer + layers)
+  /// spread onto the rays (fluence_, zeroed here: plane l for layer
+  /// first_layer + l) and each layer's fluence box (fluence_boxes_[l],
+  /// emptied by reset_layer_stage_kernel): `sigma_px` [l][x, y] as
+  /// pack_spread_sigma packs it, `device_sigma_px` its device copy.
+  void spread_spots(const BevGeometry& g, std::size_t layers, std::size_t first_layer, double cutoff_sigmas,
+                    const double* sigma_px, const double* device_sigma_px) {
     const BeamPack& pack = *beam_packs_.front();
-    const std::size_t spot_begin = layers.empty() ? 0 : pack.layers[first_layer].spot_begin;
-    const std::size_t spot_end = layers.empty() ? 0 : pack.layers[first_layer + layers.size() - 1].spot_end;
+    const std::size_t spot_begin = layers == 0 ? 0 : pack.layers[first_layer].spot_begin;
+    const std::size_t spot_end = layers == 0 ? 0 : pack.layers[first_layer + layers - 1].spot_end;
     const std::size_t spot_count = spot_end - spot_begin;
-    zero(fluence_, layers.size() * g.plane(), stream_);
+    zero(fluence_, layers * g.plane(), stream_);
     if (spot_count > 0) {
       // Shared memory for the widest box of any layer (clipped to the grid).
       int box_cols = 1, box_rows = 1;
-      for (std::size_t l = 0; l < layers.size(); ++l) {
+      for (std::size_t l = 0; l < layers; ++l) {
         box_cols = std::max(box_cols, std::min(g.cols, spot_box_px(sigma_px[2 * l], cutoff_sigmas)));
         box_rows = std::max(box_rows, std::min(g.rows, spot_box_px(sigma_px[2 * l + 1], cutoff_sigmas)));
       }
@@ -1735,8 +1799,11 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// (stage_mirror_): pointers into the staged curves and WEPL tables
   /// (stage_beam_layers), into the fluence planes, and into its in-air σ,
   /// packed beside them (they depend on the group's slices).
+  /// The group's tables (its layers from the beam's first_layer on), their
+  /// fluence at fluence_'s planes from fluence_first_layer on.
   const kernels::LayerTables<float>* pack_layer_tables(const std::vector<HostLayerTables>& layers,
-                                                       std::size_t first_layer, std::size_t plane) {
+                                                       std::size_t first_layer, std::size_t fluence_first_layer,
+                                                       std::size_t plane) {
     std::size_t floats = 0;
     std::vector<std::size_t> air_x(layers.size()), air_y(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -1759,7 +1826,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       const StagedLayer& o = pack.layers[first_layer + i];
       kernels::LayerTables<float> t{};
       static_cast<kernels::LayerScalars&>(t) = layers[i].scalars;
-      t.fluence = fluence_.get() + i * plane;
+      t.fluence = fluence_.get() + (fluence_first_layer + i) * plane;
       t.curve = reinterpret_cast<const kernels::CurveNode*>(base + o.curve);
       t.curve_nodes = o.curve_nodes;
       t.energy_mev = float_base + o.energy;
@@ -1808,6 +1875,16 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// The beams kept in device memory, the one staged last (the current beam) first.
   std::vector<std::unique_ptr<BeamPack>> beam_packs_;
   bool beam_staged_ = false;  ///< stage_beam_layers came after the last start_trace
+  /// spread_beam_fluence came after the last start_trace: fluence_ and
+  /// fluence_boxes_ hold every layer of the beam, spread on spread_grid_'s
+  /// rays with spread_sigma_iso_mm_ and spread_cutoff_sigmas_.
+  bool fluence_spread_ = false;
+  BevGeometry spread_grid_{};
+  std::vector<double> spread_sigma_iso_mm_;
+  double spread_cutoff_sigmas_ = 0;
+  PinnedStaging spread_staging_;           ///< spread_beam_fluence's σ upload
+  DeviceBuffer<double> spread_sigma_px_;   ///< [beam layer][x, y] (spread_beam_fluence)
+  cudaEvent_t trace_read_back_ = nullptr;  ///< start_trace's read-back of its summary has landed
   StagedPacks staged_packs_{};                ///< where stage_beam_layers packs
   std::future<void> staged_spot_packing_;     ///< the staging threads' packing, until upload_staged_layers
   std::future<void> staged_table_packing_;

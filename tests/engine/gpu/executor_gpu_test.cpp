@@ -1,8 +1,12 @@
 // The GPU executor's own checks of the order its driver calls it in
-// (engine/src/beam_executor.h). Skips, with a message, without a usable GPU.
+// (engine/src/beam_executor.h), and of the spreading it queues behind the
+// trace. Skips, with a message, without a usable GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "beam_executor.h"
 #include "expect_error.h"
@@ -72,4 +76,116 @@ TEST(GpuBeamExecutor, LayerImagesAfterATraceWithoutStagedLayersIsAnInternalError
   layers[0].beam_layer = 0;
   const std::string m = message_of<InternalError>([&] { exec->layer_images(args, 1, layers, false); });
   EXPECT_NE(m.find("layer_images: the beam's layers were not staged after its trace"), std::string::npos) << m;
+}
+
+namespace {
+
+/// A 4³ water CT at 1 mm and a parallel beam of 4 × 4 rays along its k
+/// axis, with one layer of one spot over the grid's centre (tables in
+/// isocentre-plane mm and WEPL mm, made up but physical enough to put energy
+/// into every slice before the cut-off).
+struct OneSpotBeam {
+  pe::PreparedCt ct;
+  pe::kernels::BevGeometry grid{};
+  pe::kernels::Affine3 ct_index_from_beam{{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, {0, 0, 0}};
+  std::vector<protondose::engine::SpotProtons> spots{{1.5, 1.5, 1.0e6}};
+  std::vector<pe::kernels::CurveNode> curve;
+  std::vector<double> energy_mev{100.0, 99.0}, scattering{1.0e-4, 1.0e-4};
+  std::vector<double> air_sigma_mm = std::vector<double>(4, 1.2);
+
+  OneSpotBeam() {
+    ct.ct_grid.size = {4, 4, 4};
+    ct.out_grid = ct.ct_grid;
+    ct.rsp = protondose::Volume<float>(ct.ct_grid, 1.0f);
+    ct.density = protondose::Volume<float>(ct.ct_grid, 1.0f);
+    ct.inverse_length_table = {1.0, 1.0};
+    grid.pitch_x_mm = grid.pitch_y_mm = grid.depth_step_mm = 1.0;
+    grid.inv_pitch_x_mm = grid.inv_pitch_y_mm = grid.inv_depth_step_mm = 1.0;
+    grid.cols = grid.rows = grid.slices = 4;
+    const double depth_mm[] = {0.0, 20.0}, idd[] = {1.0, 2.0}, cidd[] = {0.0, 3.0};
+    curve.resize(2);
+    pe::kernels::curve_nodes(depth_mm, idd, cidd, 2, curve.data());
+  }
+  /// The layer's tables, its spread σ (isocentre plane) `spread_sigma_mm`.
+  pe::HostLayerTables layer(double spread_sigma_mm, int slices) const {
+    pe::HostLayerTables t;
+    t.beam_layer = 0;
+    t.spots = &spots;
+    t.curve = &curve;
+    t.energy_mev = &energy_mev;
+    t.scattering_factor = &scattering;
+    t.air_sigma_x_mm = t.air_sigma_y_mm = &air_sigma_mm;
+    t.scalars.inv_wepl_step_mm = 0.1;  // WEPL table nodes 10 mm apart
+    t.scalars.spread_sigma_x_iso_mm = t.scalars.spread_sigma_y_iso_mm = spread_sigma_mm;
+    t.scalars.cutoff_wepl_mm = 10.0;
+    t.scalars.slices = slices;
+    return t;
+  }
+  /// A GPU executor with this CT as its patient and a plan begun on it.
+  std::unique_ptr<pe::BeamExecutor> executor() const {
+    auto exec = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
+    exec->set_patient(ct);
+    exec->begin_plan(ct.out_grid);
+    return exec;
+  }
+  pe::kernels::LayerStackArgs stack_args() const {
+    pe::kernels::LayerStackArgs a{};
+    a.grid = grid;
+    a.halo_column_bin = 1;
+    a.dose_to_water = true;
+    a.cutoff_sigmas = 3.0f;
+    a.spot_cutoff_sigmas = 3.0;
+    return a;
+  }
+};
+
+}  // namespace
+
+// spread_beam_fluence spreads the spots of the beam that stage_beam_layers
+// staged after the last trace: called before that, it would spread the
+// previous beam's spots, so it is an InternalError.
+TEST(GpuBeamExecutor, SpreadBeamFluenceBeforeTheBeamIsStagedIsAnInternalError) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const OneSpotBeam b;
+  const auto exec = b.executor();
+  exec->begin_beam();
+  exec->start_trace(b.grid, b.ct_index_from_beam, {10.0});
+  const std::string m = message_of<InternalError>([&] { exec->spread_beam_fluence(b.grid, {1.0, 1.0}, 3.0); });
+  EXPECT_NE(m.find("spread_beam_fluence: the beam's layers were not staged after its trace"), std::string::npos)
+      << m;
+}
+
+// The spots spread behind the trace (spread_beam_fluence) give the layer
+// images that layer_images' own spreading gives; a spreading with another σ
+// than the layer's tables carry is an InternalError, not another dose.
+TEST(GpuBeamExecutor, FluenceSpreadBehindTheTraceGivesTheLayerImagesOfTheTablesAndMustMatchThem) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const OneSpotBeam b;
+  const auto exec = b.executor();
+  const pe::StagedBeamKey key{7, 0};
+  // spread: 0 none (layer_images spreads), else the σ given to spread_beam_fluence.
+  const auto images = [&](double spread_sigma_mm) {
+    exec->begin_beam();
+    exec->start_trace(b.grid, b.ct_index_from_beam, {10.0});
+    exec->stage_beam_layers({b.layer(1.0, 1)}, key);
+    if (spread_sigma_mm > 0) exec->spread_beam_fluence(b.grid, {spread_sigma_mm, spread_sigma_mm}, 3.0);
+    const pe::TraceSummary traced = exec->trace_summary();
+    EXPECT_EQ(traced.entry_slice, 0);
+    const int slices = std::max(traced.slices_before_cutoff.at(0), 1);
+    std::vector<pe::HostLayerTables> layers{b.layer(1.0, slices)};
+    exec->begin_bev(static_cast<std::size_t>(slices) * 16);
+    return exec->layer_images(b.stack_args(), static_cast<std::size_t>(slices), layers, false).energy_mev;
+  };
+  const double spread_in_layer_images = images(0.0);
+  const double spread_behind_trace = images(1.0);
+  EXPECT_GT(spread_in_layer_images, 0.0);
+  // The same pixels; their energies summed by atomics in any order.
+  EXPECT_NEAR(spread_behind_trace / spread_in_layer_images, 1.0, 1e-12);
+  const std::string m = message_of<InternalError>([&] { images(0.8); });
+  EXPECT_NE(m.find("layer_images: its rays' lateral layout, spread σ or cut-off differ from those of "
+                   "spread_beam_fluence"),
+            std::string::npos)
+      << m;
 }

@@ -149,8 +149,10 @@ struct StageTimings {
   /// The plan checked and converted (prepare_plan()); 0 for a prepared plan.
   double plan_preparation_s = 0;
   double beam_setup_s = 0;      ///< host: layers, grid, spot fluence, per-layer tables
-  double ray_tracing_s = 0;
-  double layer_images_s = 0;    ///< input images and σ-maps
+  double ray_tracing_s = 0;     ///< until the trace's summary is back
+  /// Input images and σ-maps (on the GPU with the spots' spreading, queued
+  /// behind the trace, if it is still running).
+  double layer_images_s = 0;
   double superposition_s = 0;
   /// Halo: coarse images, its superposition and (CPU) resampling. On the GPU
   /// it runs alongside the superposition (its own time, overlapping
