@@ -211,11 +211,18 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(from_ion_plan.digest));
     if (timeline) {
       std::size_t dropped = 0;
-      const std::vector<pd::HostTimelineMark> marks = pd::HostTimeline::marks(&dropped);
-      std::printf("host timeline of the last run (µs from the start of compute; thread 0 computes):\n");
+      std::vector<pd::HostTimelineMark> marks = pd::HostTimeline::marks(&dropped);
+      // In time order: the GPU executor's device marks come in at its end.
+      std::stable_sort(marks.begin(), marks.end(),
+                       [](const pd::HostTimelineMark& a, const pd::HostTimelineMark& b) { return a.us < b.us; });
+      std::printf("host timeline of the last run (µs from the start of compute; thread 0 computes; gpu: where "
+                  "the GPU reached a point of its streams, within its launch latency):\n");
       double previous_us = 0;
       for (const pd::HostTimelineMark& m : marks) {
-        std::printf("%10.1f  (+%7.1f)  t%d  %s\n", m.us, m.us - previous_us, m.thread, m.what);
+        if (m.thread == pd::kDeviceThread)
+          std::printf("%10.1f  (+%7.1f)  gpu %s\n", m.us, m.us - previous_us, m.what);
+        else
+          std::printf("%10.1f  (+%7.1f)  t%d  %s\n", m.us, m.us - previous_us, m.thread, m.what);
         previous_us = m.us;
       }
       if (dropped > 0) std::printf("(%zu marks past the record's capacity not kept)\n", dropped);

@@ -60,3 +60,23 @@ TEST(HostTimeline, CountsTheMarksPastItsCapacityAsDropped) {
   EXPECT_EQ(pd::HostTimeline::marks(&dropped).size(), pd::kHostTimelineCapacity);
   EXPECT_EQ(dropped, 5u);
 }
+
+// A device's marks (a GPU executor's timing events placed on the host clock)
+// keep the time they are given and carry kDeviceThread; off, nothing is kept
+// and now_us reads 0.
+TEST(HostTimeline, DeviceMarksKeepTheirTimeAndTheDeviceThread) {
+  pd::HostTimeline::start();
+  pd::HostTimeline::mark("host");
+  const double now = pd::HostTimeline::now_us();
+  EXPECT_GE(now, pd::HostTimeline::marks().front().us);
+  pd::HostTimeline::mark_at("device", now + 123.5);
+  pd::HostTimeline::stop();
+  pd::HostTimeline::mark_at("after the stop", 1.0);
+  EXPECT_EQ(pd::HostTimeline::now_us(), 0.0);
+  const auto marks = pd::HostTimeline::marks();
+  ASSERT_EQ(marks.size(), 2u);
+  EXPECT_EQ(std::string(marks[1].what), "device");
+  EXPECT_EQ(marks[1].us, now + 123.5);
+  EXPECT_EQ(marks[1].thread, pd::kDeviceThread);
+  EXPECT_EQ(marks[0].thread, 0);
+}

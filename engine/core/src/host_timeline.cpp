@@ -53,6 +53,18 @@ void HostTimeline::mark(const char* what) {
   g_marks[i] = {std::chrono::duration<double, std::micro>(now - g_start).count(), what, thread_ordinal()};
 }
 
+double HostTimeline::now_us() {
+  if (!g_enabled.load(std::memory_order_acquire)) return 0.0;
+  return std::chrono::duration<double, std::micro>(Clock::now() - g_start).count();
+}
+
+void HostTimeline::mark_at(const char* what, double us) {
+  if (!g_enabled.load(std::memory_order_acquire)) return;
+  const std::size_t i = g_count.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kHostTimelineCapacity) return;
+  g_marks[i] = {us, what, kDeviceThread};
+}
+
 std::vector<HostTimelineMark> HostTimeline::marks(std::size_t* dropped) {
   const std::size_t n = g_count.load(std::memory_order_acquire);
   const std::size_t kept = n < kHostTimelineCapacity ? n : kHostTimelineCapacity;

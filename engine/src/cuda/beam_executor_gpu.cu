@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <thread>
@@ -874,6 +875,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     if (halo_stream_ != nullptr) cudaStreamDestroy(halo_stream_);
     if (pinned_ != nullptr) cudaFreeHost(pinned_);  // trivially destructible
     if (trace_read_back_ != nullptr) cudaEventDestroy(trace_read_back_);
+    for (cudaEvent_t e : device_mark_events_) cudaEventDestroy(e);
     for (int b = 0; b < 2; ++b) {
       if (download_staging_[b] != nullptr) cudaFreeHost(download_staging_[b]);
       if (download_staged_[b] != nullptr) cudaEventDestroy(download_staged_[b]);
@@ -913,6 +915,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   void begin_plan(const Grid3& og) override {
     og_ = og;
     finished_plan_.reset();
+    {
+      std::lock_guard<std::mutex> lock(device_marks_mutex_);
+      device_marks_.clear();  // a computation that ended in an error left its own
+    }
     // No clearing: the first finish_beam writes the plan dose (ensure_plan_written otherwise).
     plan_.reserve(std::max<std::size_t>(og.voxel_count(), 1));
     plan_holds_dose_ = false;
@@ -964,6 +970,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     kernels::TraceOutput out{trace_rsp_.get(), trace_density_.get(), wepl_far_.get(), rho_over_x_.get(), step_.get()};
     const std::size_t layers = cutoffs.size();
     ints_.reserve(2 + layers);  // entry, first material, then the cut-offs' slices
+    device_mark("trace starts", stream_);
     trace_sample_kernel<<<blocks_for(pixels), kThreads, 0, stream_>>>(in, out,
                                                                      kernels::VoxelIndexer(g.cols, g.rows, g.slices));
     PD_CUDA_CHECK_LAUNCH("trace_sample_kernel");
@@ -995,6 +1002,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     PD_CUDA_CHECK(cudaMemcpyAsync(trace_back_, ints_.get(), (2 + layers) * sizeof(int), cudaMemcpyDeviceToHost, stream_));
     PD_CUDA_CHECK(cudaEventRecord(trace_read_back_, stream_));
+    device_mark("trace read back", stream_);
   }
 
   void spread_beam_fluence(const BevGeometry& full, const std::vector<double>& spread_sigma_iso_mm,
@@ -1022,6 +1030,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       PD_CUDA_CHECK_LAUNCH("reset_layer_stage_kernel");
     }
     spread_spots(full, layers, 0, cutoff_sigmas, sigma_px, spread_sigma_px_.get());
+    device_mark("fluence spread", stream_);
     spread_grid_ = full;
     spread_sigma_iso_mm_ = spread_sigma_iso_mm;
     spread_cutoff_sigmas_ = cutoff_sigmas;
@@ -1136,9 +1145,11 @@ class GpuBeamExecutor final : public BeamExecutor {
         default: launch(layer_kernel<Index, 8>); break;
       }
     };
+    device_mark("layer kernel starts", stream_);
     if (n <= UINT32_MAX && trace_pixels_ <= UINT32_MAX) launch_for_bin(unsigned{});
     else launch_for_bin(std::size_t{});
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
+    device_mark("layer kernel done", stream_);
     HostTimeline::mark("layers: layer kernel launched");
     stage_stack_groups(layers, stack_slices, static_cast<int>(bev_pixels_ / g.plane()));
     start_plan_host_volume();
@@ -1187,6 +1198,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     }
     in.groups = {bev_slices, group_begin_.get(), group_members_.get(), bev_.get()};
     superposer_.superpose_device(in, stack_out_.get());  // stack_out_: the superposer's scratch
+    device_mark("core superposition done (as the host saw it)", stream_);
     return static_cast<std::size_t>(superposer_.last_split().separable_slices);
   }
 
@@ -1212,6 +1224,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     const auto start = std::chrono::steady_clock::now();
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the layer images' halo sums and depth slices
     bin_halo(hg, h, stack_slices);
+    device_mark("halo binned", halo_stream_);
     HostTimeline::mark("halo: binning launched");
     halo_job_pending_ = false;
     halo_job_.set_value(HaloJob{start, hg, stack_slices, beam_from_out_index});
@@ -1355,6 +1368,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The core's groups (stage_stack_groups; read only, by both superposers).
     in.groups = {hg.slices, group_begin_.get(), group_members_.get(), halo_bev_.get()};
     halo_superposer_.superpose_device(in, halo_stack_out_.get());  // returns with it done
+    device_mark("halo superposition done (as the host saw it)", halo_stream_);
     pending_halo_ = hg;  // resampled by finish_beam, with the core's dose
     HostTimeline::mark("halo thread: done");
   }
@@ -1374,15 +1388,18 @@ class GpuBeamExecutor final : public BeamExecutor {
     const float* density = dose_to_water ? current_->output_rsp() : current_->output_density();
     const bool vector_io = is_16_byte_aligned(beam_.get()) && is_16_byte_aligned(plan_.get()) &&
                            is_16_byte_aligned(density);
+    device_mark("resampling starts", stream_);
     resample_finish_kernel<<<blocks_for((n + kResampleRun - 1) / kResampleRun), kThreads, 0, stream_>>>(
         g, bev_.get(), halo, beam_from_out_index, kernels::VoxelIndexer(og_.size[0], og_.size[1], og_.size[2]), n,
         beam_holds_dose_, beam_.get(), density, plan_.get(), plan_holds_dose_, vector_io, &d->beam_first_bad,
         &d->dose_times_density, plan_check);
     plan_holds_dose_ = true;
     PD_CUDA_CHECK_LAUNCH("resample_finish_kernel");
+    device_mark("resampling done", stream_);
     HostTimeline::mark("finish: resampling launched");
     pending_halo_.reset();
     copy_to_host(&pinned_->finish_back, sums_.get(), sizeof(Sums));
+    flush_device_marks();
     const Sums sums = pinned_->finish_back;
     BeamDoseCheck c;
     c.dose_times_density = sums.dose_times_density;
@@ -1454,6 +1471,40 @@ class GpuBeamExecutor final : public BeamExecutor {
     Sums finish_seed, finish_back;
   };
   PinnedSmall* pinned_ = nullptr;
+
+  /// With the host timeline on (HostTimeline; protondose-engine-bench
+  /// --timeline): a timing event where `stream` reaches this point, placed
+  /// on the host clock by flush_device_marks (printed as "gpu" marks). The first
+  /// mark of a computation anchors them at the host time it was recorded:
+  /// right where the GPU is idle (a warm computation's start), they read as
+  /// when the GPU got there, within its launch latency. Each costs the host
+  /// an event record (a few µs). The machines of this project have no Nsight
+  /// Systems; this shows the GPU's idle gaps between the stages.
+  void device_mark(const char* what, cudaStream_t stream) {
+    if (!HostTimeline::enabled()) return;
+    std::lock_guard<std::mutex> lock(device_marks_mutex_);
+    if (device_marks_.size() == device_mark_events_.size()) {
+      cudaEvent_t e = nullptr;
+      PD_CUDA_CHECK(cudaEventCreate(&e));
+      device_mark_events_.push_back(e);
+    }
+    const cudaEvent_t e = device_mark_events_[device_marks_.size()];
+    if (device_marks_.empty()) device_marks_anchor_us_ = HostTimeline::now_us();
+    PD_CUDA_CHECK(cudaEventRecord(e, stream));
+    device_marks_.emplace_back(what, e);
+  }
+
+  /// The device marks into the host timeline, once every stream they were
+  /// recorded in has passed them.
+  void flush_device_marks() {
+    std::lock_guard<std::mutex> lock(device_marks_mutex_);
+    for (const auto& [what, e] : device_marks_) {
+      float ms = 0;
+      PD_CUDA_CHECK(cudaEventElapsedTime(&ms, device_marks_.front().second, e));
+      HostTimeline::mark_at(what, device_marks_anchor_us_ + 1e3 * ms);
+    }
+    device_marks_.clear();
+  }
 
   /// Host to device from pinned_, in the executor's stream, without waiting.
   void upload_seed(void* d, const void* pinned_source, std::size_t bytes) {
@@ -1885,6 +1936,10 @@ class GpuBeamExecutor final : public BeamExecutor {
   PinnedStaging spread_staging_;           ///< spread_beam_fluence's σ upload
   DeviceBuffer<double> spread_sigma_px_;   ///< [beam layer][x, y] (spread_beam_fluence)
   cudaEvent_t trace_read_back_ = nullptr;  ///< start_trace's read-back of its summary has landed
+  std::mutex device_marks_mutex_;  ///< device_mark: the halo's thread marks too
+  std::vector<cudaEvent_t> device_mark_events_;                    ///< the pool, grown as needed
+  std::vector<std::pair<const char*, cudaEvent_t>> device_marks_;  ///< this computation's, in order
+  double device_marks_anchor_us_ = 0;
   StagedPacks staged_packs_{};                ///< where stage_beam_layers packs
   std::future<void> staged_spot_packing_;     ///< the staging threads' packing, until upload_staged_layers
   std::future<void> staged_table_packing_;

@@ -18,11 +18,13 @@
 namespace protondose {
 
 inline constexpr std::size_t kHostTimelineCapacity = 4096;
+/// HostTimelineMark::thread of the marks a device's events placed (mark_at).
+inline constexpr int kDeviceThread = -1;
 
 struct HostTimelineMark {
   double us;         ///< since HostTimeline::start
   const char* what;  ///< the caller's string literal
-  int thread;        ///< 0, 1, … in the order threads first marked since start
+  int thread;        ///< 0, 1, … in the order threads first marked since start; kDeviceThread
 };
 
 class HostTimeline {
@@ -35,6 +37,11 @@ class HostTimeline {
   /// Records `what` (a string literal: only the pointer is kept) with the
   /// time and the calling thread, if marking is on.
   static void mark(const char* what);
+  /// µs since start (0 when marking is off).
+  static double now_us();
+  /// Records `what` at `us` for a device (thread kDeviceThread): a GPU
+  /// executor places the timing events of its streams on the host clock.
+  static void mark_at(const char* what, double us);
   /// The marks since start, in the order they were taken, and how many did
   /// not fit (dropped).
   static std::vector<HostTimelineMark> marks(std::size_t* dropped = nullptr);
