@@ -949,6 +949,14 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void start_trace(const BevGeometry& g, const kernels::Affine3& ct_index_from_beam,
                    const std::vector<double>& cutoffs) override {
+    // A computation that failed between its start_trace and trace_summary
+    // (its in-air tables, its staging or spreading threw) left the trace's
+    // read-back queued into upload_staging_, which this trace reuses: the
+    // copy must land before the host writes the cut-offs there.
+    if (trace_back_ != nullptr) {
+      PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      trace_back_ = nullptr;
+    }
     beam_staged_ = false;  // stage_beam_layers follows, for the beam this trace is of
     fluence_spread_ = false;  // and spread_beam_fluence
     const std::size_t plane = g.plane(), pixels = plane * static_cast<std::size_t>(g.slices);

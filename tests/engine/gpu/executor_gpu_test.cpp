@@ -189,3 +189,39 @@ TEST(GpuBeamExecutor, FluenceSpreadBehindTheTraceGivesTheLayerImagesOfTheTablesA
             std::string::npos)
       << m;
 }
+
+// A computation that fails between start_trace and trace_summary leaves the
+// trace's read-back queued into the pinned block that the next start_trace
+// writes its cut-offs into: the next trace must still find its own cut-offs'
+// slices (a long first trace, so that its read-back would land late).
+TEST(GpuBeamExecutor, ATraceWhoseSummaryWasNeverReadDoesNotSpoilTheNextOnesCutoffs) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  pe::PreparedCt ct;  // water, 256 × 256 × 512 voxels at 1 mm
+  ct.ct_grid.size = {256, 256, 512};
+  ct.out_grid = ct.ct_grid;
+  ct.rsp = protondose::Volume<float>(ct.ct_grid, 1.0f);
+  ct.density = protondose::Volume<float>(ct.ct_grid, 1.0f);
+  ct.inverse_length_table = {1.0, 1.0};
+  pe::kernels::BevGeometry g{};  // a parallel beam of 256 × 256 rays along k
+  g.pitch_x_mm = g.pitch_y_mm = g.depth_step_mm = 1.0;
+  g.inv_pitch_x_mm = g.inv_pitch_y_mm = g.inv_depth_step_mm = 1.0;
+  g.cols = g.rows = 256;
+  g.slices = 512;
+  const pe::kernels::Affine3 ct_index_from_beam{{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, {0, 0, 0}};
+  const std::vector<double> cutoffs{100.0, 200.0, 300.0, 400.0};
+  const auto fresh = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
+  fresh->set_patient(ct);
+  fresh->start_trace(g, ct_index_from_beam, cutoffs);
+  const pe::TraceSummary expected = fresh->trace_summary();
+  ASSERT_EQ(expected.slices_before_cutoff.size(), cutoffs.size());
+  const auto exec = pe::make_gpu_beam_executor(protondose::SuperpositionMethod::kGpuScatterTensorCore, {});
+  exec->set_patient(ct);
+  exec->start_trace(g, ct_index_from_beam, {50.0});  // its summary never read: the computation failed
+  exec->start_trace(g, ct_index_from_beam, cutoffs);
+  const pe::TraceSummary found = exec->trace_summary();
+  EXPECT_EQ(found.entry_slice, expected.entry_slice);
+  EXPECT_EQ(found.first_material_slice, expected.first_material_slice);
+  EXPECT_EQ(found.slices_before_cutoff, expected.slices_before_cutoff);
+  EXPECT_EQ(expected.slices_before_cutoff[0], 100);  // the near face of slice k is at k mm of water
+}
