@@ -559,6 +559,14 @@ struct DeviceSpot {
   int layer;  ///< the beam's layer (HostLayerTables::beam_layer)
 };
 
+/// A layer's spreading σ (isocentre plane, mm) in pixels of grid g, x then
+/// y: what the spreading kernels read (spread_beam_fluence, and
+/// layer_images where nothing was spread before it).
+inline void spread_sigma_px(const BevGeometry& g, double sigma_x_iso_mm, double sigma_y_iso_mm, double* px) {
+  px[0] = sigma_x_iso_mm / g.pitch_x_mm;
+  px[1] = sigma_y_iso_mm / g.pitch_y_mm;
+}
+
 /// The ray grid's lateral layout: a spot's position in pixel units, as
 /// spot_fluence.cpp finds it (the same double operations, so the same bits).
 struct SpotPixels {
@@ -1027,10 +1035,8 @@ class GpuBeamExecutor final : public BeamExecutor {
     // trace's read-back only).
     spread_staging_.begin(PinnedStaging::bytes_for<double>(std::max<std::size_t>(2 * layers, 1)));
     double* sigma_px = spread_staging_.take<double>(2 * layers);
-    for (std::size_t l = 0; l < layers; ++l) {
-      sigma_px[2 * l] = spread_sigma_iso_mm[2 * l] / full.pitch_x_mm;  // pack_spread_sigma's division
-      sigma_px[2 * l + 1] = spread_sigma_iso_mm[2 * l + 1] / full.pitch_y_mm;
-    }
+    for (std::size_t l = 0; l < layers; ++l)
+      spread_sigma_px(full, spread_sigma_iso_mm[2 * l], spread_sigma_iso_mm[2 * l + 1], sigma_px + 2 * l);
     upload(spread_sigma_px_, sigma_px, 2 * layers, stream_);
     fluence_boxes_.reserve(std::max<std::size_t>(layers, 1));
     if (layers > 0) {
@@ -1778,11 +1784,9 @@ class GpuBeamExecutor final : public BeamExecutor {
   /// Each layer's spreading σ in pixels, [layer][x, y], into upload_staging_.
   double* pack_spread_sigma(const BevGeometry& g, const std::vector<HostLayerTables>& layers) {
     double* sigma_px = upload_staging_.take<double>(2 * layers.size());
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      const kernels::LayerScalars& t = layers[l].scalars;
-      sigma_px[2 * l] = t.spread_sigma_x_iso_mm / g.pitch_x_mm;
-      sigma_px[2 * l + 1] = t.spread_sigma_y_iso_mm / g.pitch_y_mm;
-    }
+    for (std::size_t l = 0; l < layers.size(); ++l)
+      spread_sigma_px(g, layers[l].scalars.spread_sigma_x_iso_mm, layers[l].scalars.spread_sigma_y_iso_mm,
+                      sigma_px + 2 * l);
     return sigma_px;
   }
 

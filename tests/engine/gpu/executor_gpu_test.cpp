@@ -128,6 +128,13 @@ struct OneSpotBeam {
     exec->begin_plan(ct.out_grid);
     return exec;
   }
+  /// executor() with a beam begun and its trace started.
+  std::unique_ptr<pe::BeamExecutor> traced_executor() const {
+    auto exec = executor();
+    exec->begin_beam();
+    exec->start_trace(grid, ct_index_from_beam, {10.0});
+    return exec;
+  }
   pe::kernels::LayerStackArgs stack_args() const {
     pe::kernels::LayerStackArgs a{};
     a.grid = grid;
@@ -148,9 +155,7 @@ TEST(GpuBeamExecutor, SpreadBeamFluenceBeforeTheBeamIsStagedIsAnInternalError) {
   std::string why;
   if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
   const OneSpotBeam b;
-  const auto exec = b.executor();
-  exec->begin_beam();
-  exec->start_trace(b.grid, b.ct_index_from_beam, {10.0});
+  const auto exec = b.traced_executor();
   const std::string m = message_of<InternalError>([&] { exec->spread_beam_fluence(b.grid, {1.0, 1.0}, 3.0); });
   EXPECT_NE(m.find("spread_beam_fluence: the beam's layers were not staged after its trace"), std::string::npos)
       << m;
@@ -224,4 +229,18 @@ TEST(GpuBeamExecutor, ATraceWhoseSummaryWasNeverReadDoesNotSpoilTheNextOnesCutof
   EXPECT_EQ(found.first_material_slice, expected.first_material_slice);
   EXPECT_EQ(found.slices_before_cutoff, expected.slices_before_cutoff);
   EXPECT_EQ(expected.slices_before_cutoff[0], 100);  // the near face of slice k is at k mm of water
+}
+
+// spread_beam_fluence takes two spread σ per layer of the staged beam: any
+// other count is the engine's mistake, an InternalError naming both counts.
+TEST(GpuBeamExecutor, SpreadBeamFluenceWithoutTwoSigmasPerLayerIsAnInternalError) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const OneSpotBeam b;
+  const auto exec = b.traced_executor();
+  exec->stage_beam_layers({b.layer(1.0, 1)}, pe::StagedBeamKey{3, 0});
+  const std::string m = message_of<InternalError>([&] { exec->spread_beam_fluence(b.grid, {1.0, 1.0, 1.0}, 3.0); });
+  EXPECT_NE(m.find("spread_beam_fluence: 3 spread σ values for a beam of 1 layers (two per layer)"), std::string::npos)
+      << m;
+  exec->trace_summary();  // the trace's read-back, before the executor goes
 }
