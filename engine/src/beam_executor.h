@@ -32,7 +32,9 @@ struct HostLayerTables {
   int beam_layer = -1;
   const std::vector<SpotProtons>* spots = nullptr;  ///< validated; spread by the executor
   std::vector<double> fluence;  ///< [row][col] (CPU executor: filled from the spots)
-  const std::vector<kernels::CurveNode>* curve = nullptr;  ///< the depth-dose curve (kernels::curve_nodes)
+  /// The depth-dose curve as kernels::curve_nodes lays it out (its pads
+  /// included: kernels::curve_node_count gives its own nodes).
+  const std::vector<kernels::CurveNode>* curve = nullptr;
   /// Uniform WEPL tables (the engine's cached layer physics; no halo: empty).
   const std::vector<double>* energy_mev = &kNoTable;
   const std::vector<double>* scattering_factor = &kNoTable;

@@ -67,7 +67,7 @@ kernels::LayerTables<Real> bind(const HostLayerTables& h, std::deque<std::vector
   static_cast<kernels::LayerScalars&>(t) = h.scalars;
   t.fluence = h.fluence.data();
   t.curve = h.curve->data();
-  t.curve_nodes = static_cast<int>(h.curve->size());
+  t.curve_nodes = kernels::curve_node_count(*h.curve);
   t.energy_mev = table_as(*h.energy_mev, copies);
   t.scattering_factor = table_as(*h.scattering_factor, copies);
   t.halo_weight = table_as(*h.halo_weight, copies);

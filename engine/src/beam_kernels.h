@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 #include "protondose/engine/dose_engine.h"     // kGyPerMevPerGram
 #include "protondose/engine/ray_trace.h"       // kPatientDensityThresholdGcm3
@@ -382,12 +383,30 @@ struct alignas(16) CurveNode {
   double half_slope;     ///< ½ × the IDD's slope to the next node (0 at the last node)
 };
 
-/// The nodes of a curve with n ≥ 1 nodes of strictly increasing depth.
-inline void curve_nodes(const double* depth_mm, const double* idd, const double* cidd, int n, CurveNode* out) {
+/// How many nodes follow a curve's last in the arrays the layer images read
+/// (curve_nodes): CiddWalk probes the next four nodes past its segment
+/// without comparing their indices with the node count (the comparisons and
+/// the placeholder depths took ~16 of the GPU step's ~408 instructions).
+constexpr int kCurvePadNodes = 4;
+/// The depth of those nodes (mm): beyond every WEPL a ray's face can have.
+constexpr double kCurvePadDepthMm = 1.0e300;
+
+/// The nodes of a curve with n ≥ 1 nodes of strictly increasing depth, then
+/// kCurvePadNodes nodes at kCurvePadDepthMm (the last node's CIDD, no IDD):
+/// n + kCurvePadNodes in all (curve_node_count gives n back).
+inline std::vector<CurveNode> curve_nodes(const double* depth_mm, const double* idd, const double* cidd, int n) {
+  std::vector<CurveNode> out(static_cast<std::size_t>(n + kCurvePadNodes));
   for (int i = 0; i < n; ++i) {
     const double slope = i + 1 < n ? (idd[i + 1] - idd[i]) / (depth_mm[i + 1] - depth_mm[i]) : 0.0;
-    out[i] = CurveNode{depth_mm[i], cidd[i], idd[i], 0.5 * slope};
+    out[static_cast<std::size_t>(i)] = CurveNode{depth_mm[i], cidd[i], idd[i], 0.5 * slope};
   }
+  for (int i = n; i < n + kCurvePadNodes; ++i)
+    out[static_cast<std::size_t>(i)] = CurveNode{kCurvePadDepthMm, n > 0 ? cidd[n - 1] : 0.0, 0.0, 0.0};
+  return out;
+}
+/// The curve's own nodes in an array of curve_nodes.
+inline int curve_node_count(const std::vector<CurveNode>& nodes) {
+  return static_cast<int>(nodes.size()) - kCurvePadNodes;
 }
 
 /// A node as the layer images read it: the GPU's layer kernel keeps its
@@ -453,7 +472,9 @@ PD_HD inline double cidd_mev(const CurveNode* nodes, int n, double inv_uniform_s
 /// take cidd_mev's division. Precondition: each w ≥ the previous one, on
 /// the same curve (given at every call, not held: the layer kernel reads it
 /// from its shared copy of the layer's tables; held, its pointer, node count
-/// and step took five of the kernel's 80 registers).
+/// and step took five of the kernel's 80 registers), laid out by curve_nodes:
+/// the n nodes followed by kCurvePadNodes beyond every face (each w <
+/// kCurvePadDepthMm), which the walk reads without a bound check.
 class CiddWalk {
  public:
   PD_HD double at(const CurveNode* nodes, int n, double inv_uniform_step, double w) {
@@ -463,7 +484,7 @@ class CiddWalk {
       lo_ = 0;
       next_depth_mm_ = load_curve_depth(nodes + 1);
     }
-    if (w >= next_depth_mm_) walk(nodes, n, w);
+    if (w >= next_depth_mm_) walk(nodes, w);
     if (lo_ == n - 1) return load_curve_node(nodes + lo_).cidd_mev;  // at or past the last node
     return cidd_on_segment(load_curve_node(nodes + lo_), w);
   }
@@ -471,13 +492,13 @@ class CiddWalk {
  private:
   /// Moves lo_ to the last node at or before w (n − 1: past the curve's
   /// end) and next_depth_mm_ to the depth of the node after it (∞ past the end).
-  PD_HD void walk(const CurveNode* nodes, int n, double w) {
-    constexpr double kBeyond = 1.0e300;
+  PD_HD void walk(const CurveNode* nodes, double w) {
+    static_assert(kCurvePadNodes >= 4, "the walk reads four nodes past its segment, which may be the last");
     for (;;) {
       double d[4];
       int ahead = 0;  // the nodes ≤ w among lo_+1 … lo_+4 are a prefix of them (strictly increasing)
       for (int j = 0; j < 4; ++j) {
-        d[j] = lo_ + 1 + j <= n - 1 ? load_curve_depth(nodes + lo_ + 1 + j) : kBeyond;
+        d[j] = load_curve_depth(nodes + lo_ + 1 + j);  // past the last node: a pad, beyond w
         ahead += d[j] <= w ? 1 : 0;
       }
       lo_ += ahead;
@@ -520,7 +541,7 @@ template <class Real>
 struct LayerTables : LayerScalars {
   const double* fluence;  ///< [row][col] protons per ray (the spreading's double sums)
   /// The depth-dose curve: double in every instantiation (layer_ray evaluates the CIDD in double).
-  const CurveNode* curve;
+  const CurveNode* curve;  ///< curve_nodes nodes, then kCurvePadNodes pads (kernels::curve_nodes)
   int curve_nodes;
   /// Uniform WEPL tables, node i at i·wepl_step_mm after the range shifter:
   const Real* energy_mev;         ///< residual energy
@@ -541,6 +562,7 @@ struct LayerTables : LayerScalars {
 struct LayerSharedTables {
   std::size_t curve, energy, scattering, halo_weight, halo_sigma, air_x, air_y, bytes;
 
+  /// curve_nodes: the curve's own; its kCurvePadNodes pads are placed after them.
   PD_HD LayerSharedTables(int curve_nodes, int wepl_nodes, bool halo, int slices) {
     std::size_t at = 0;
     const auto place = [&at](std::size_t size) {
@@ -548,7 +570,7 @@ struct LayerSharedTables {
       at += (size + 15) / 16 * 16;
       return here;
     };
-    curve = place(static_cast<std::size_t>(curve_nodes) * sizeof(CurveNode));
+    curve = place(static_cast<std::size_t>(curve_nodes + kCurvePadNodes) * sizeof(CurveNode));
     energy = place(static_cast<std::size_t>(wepl_nodes) * sizeof(float));
     scattering = place(static_cast<std::size_t>(wepl_nodes) * sizeof(float));
     halo_weight = place(halo ? static_cast<std::size_t>(wepl_nodes) * sizeof(float) : 0);
@@ -795,8 +817,12 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
           // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
           // fraction W of this step's energy spreads with the halo σ (total
           // width; the spread fluence already carries σ_spread).
-          const Real w_halo = real_fmin(w_mid, static_cast<Real>(L.halo_max_wepl_mm));
-          const UniformTablePoint<Real> at_halo = uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, w_halo);
+          // The halo tables stop at halo_max_wepl_mm; before it (nearly
+          // every step) their point is the step's own: the same bits, without
+          // a second lookup (~10 of the GPU step's ~408 instructions).
+          const Real halo_max_wepl = static_cast<Real>(L.halo_max_wepl_mm);
+          const UniformTablePoint<Real> at_halo =
+              w_mid <= halo_max_wepl ? at_mid : uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, halo_max_wepl);
           const Real weight = uniform_table_at(L.halo_weight, at_halo);
           const Real sh = uniform_table_at(L.halo_sigma_mm, at_halo);
           const Real variance = L.halo_sigma_is_added

@@ -301,7 +301,7 @@ const physics::CumulativeDepthDose& DoseEngine::depth_dose(double e) const {
 struct DoseEngine::LayerPhysics {
   double mean_energy_mev = 0;
   const physics::CumulativeDepthDose* curve = nullptr;  ///< owned by depth_dose_cache_ (never evicted)
-  std::vector<kernels::CurveNode> curve_nodes;  ///< the curve as the layer images read it
+  std::vector<kernels::CurveNode> curve_nodes;  ///< the curve as the layer images read it (padded: kernels::curve_nodes)
   double carried_per_proton_mev = 0;  ///< the curve's total less the CIDD used up in the shifter
   double cutoff_wepl_mm = 0;          ///< WEPL in the patient where the pencils stop; ≤ 0: in the shifter
   std::vector<double> residual_energy_mev;  ///< at WEPL i·kEnergyTableStepMm after the shifter
@@ -324,10 +324,9 @@ std::shared_ptr<const DoseEngine::LayerPhysics> DoseEngine::layer_physics(double
   auto P = std::make_shared<LayerPhysics>();
   P->mean_energy_mev = machine_.mean_energy_mev(nominal_energy_mev);
   P->curve = &depth_dose(nominal_energy_mev);
-  const int curve_nodes = static_cast<int>(P->curve->depth_mm().size());
-  P->curve_nodes.resize(static_cast<std::size_t>(curve_nodes));
-  kernels::curve_nodes(P->curve->depth_mm().data(), P->curve->idd_nodes_mev_cm2_g().data(),
-                       P->curve->cidd_nodes_mev().data(), curve_nodes, P->curve_nodes.data());
+  P->curve_nodes = kernels::curve_nodes(P->curve->depth_mm().data(), P->curve->idd_nodes_mev_cm2_g().data(),
+                                       P->curve->cidd_nodes_mev().data(),
+                                       static_cast<int>(P->curve->depth_mm().size()));
   P->carried_per_proton_mev = P->curve->total_energy_mev() - P->curve->cidd_mev(shifter_wet_mm);
   P->cutoff_wepl_mm = std::min(options_.range_cutoff_factor * P->curve->r80_mm(), P->curve->end_depth_mm()) -
                       shifter_wet_mm;

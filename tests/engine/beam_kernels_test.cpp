@@ -21,11 +21,11 @@ namespace k = protondose::engine::kernels;
 
 namespace {
 
+/// The curve's nodes as the layer images read them (kernels::curve_nodes:
+/// padded; curve_node_count gives the curve's own).
 std::vector<k::CurveNode> curve_nodes_of(const protondose::physics::CumulativeDepthDose& c) {
-  std::vector<k::CurveNode> nodes(c.depth_mm().size());
-  k::curve_nodes(c.depth_mm().data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(),
-                 static_cast<int>(nodes.size()), nodes.data());
-  return nodes;
+  return k::curve_nodes(c.depth_mm().data(), c.idd_nodes_mev_cm2_g().data(), c.cidd_nodes_mev().data(),
+                        static_cast<int>(c.depth_mm().size()));
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ TEST(BeamKernels, CiddLookupEqualsThePhysicsCurveByDivisionAndByBisection) {
     const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
     if (c.uniform_step_mm() > 0) ++uniform_curves;
     const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
-    const int n = static_cast<int>(nodes.size());
+    const int n = k::curve_node_count(nodes);
     const double inv_step = c.uniform_step_mm() > 0 ? 1.0 / c.uniform_step_mm() : 0.0;
     for (double w = -1.0; w <= c.end_depth_mm() + 2.0; w += 0.0173) {
       const double expected = c.cidd_mev(w);
@@ -65,7 +65,7 @@ TEST(BeamKernels, CiddWalkedAlongARayEqualsTheBisectionBitwise) {
     if (c.uniform_step_mm() > 0) continue;  // the walk is for unequally spaced nodes
     ++walked_curves;
     const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
-    const int n = static_cast<int>(nodes.size());
+    const int n = k::curve_node_count(nodes);
     const auto bisected = [&](double w) { return k::cidd_mev(nodes.data(), n, 0.0, w); };
     for (int ray = 0; ray < 50; ++ray) {
       k::CiddWalk walk;
@@ -94,7 +94,7 @@ TEST(BeamKernels, CiddWalkOnEquallySpacedNodesTakesTheDivision) {
     const protondose::physics::CumulativeDepthDose c = machine.depth_dose(e);
     if (c.uniform_step_mm() <= 0) continue;
     const std::vector<k::CurveNode> nodes = curve_nodes_of(c);
-    const int n = static_cast<int>(nodes.size());
+    const int n = k::curve_node_count(nodes);
     const double inv_step = 1.0 / c.uniform_step_mm();
     k::CiddWalk walk;
     for (double w = -0.5; w < c.end_depth_mm() + 5.0; w += 0.731)
@@ -104,8 +104,9 @@ TEST(BeamKernels, CiddWalkOnEquallySpacedNodesTakesTheDivision) {
 
 TEST(BeamKernels, CurveNodesHoldEachSegmentsHalfSlope) {
   const std::vector<double> depth = {0.0, 1.0, 3.0, 3.5}, idd = {2.0, 4.0, 1.0, 0.5}, cidd = {0.0, 0.3, 0.8, 0.9};
-  std::vector<k::CurveNode> nodes(depth.size());
-  k::curve_nodes(depth.data(), idd.data(), cidd.data(), 4, nodes.data());
+  const std::vector<k::CurveNode> nodes = k::curve_nodes(depth.data(), idd.data(), cidd.data(), 4);
+  ASSERT_EQ(k::curve_node_count(nodes), 4);
+  ASSERT_EQ(nodes.size(), 4u + k::kCurvePadNodes);
   EXPECT_EQ(nodes[0].half_slope, 1.0);
   EXPECT_EQ(nodes[1].half_slope, -0.75);
   EXPECT_EQ(nodes[2].half_slope, -0.5);
@@ -115,6 +116,13 @@ TEST(BeamKernels, CurveNodesHoldEachSegmentsHalfSlope) {
   EXPECT_EQ(nodes[2].idd_mev_cm2_g, 1.0);
   // On its segment: cidd + 0.1·t·(idd + ½·slope·t) (per mm of water, 0.1 g/cm²).
   EXPECT_DOUBLE_EQ(k::cidd_mev(nodes.data(), 4, 0.0, 2.0), 0.3 + 0.1 * 1.0 * (4.0 - 0.75 * 1.0));
+  // The pads the walk reads past the last node: beyond every depth, the last CIDD, no IDD.
+  for (std::size_t i = 4; i < nodes.size(); ++i) {
+    EXPECT_EQ(nodes[i].depth_mm, k::kCurvePadDepthMm);
+    EXPECT_EQ(nodes[i].cidd_mev, 0.9);
+    EXPECT_EQ(nodes[i].idd_mev_cm2_g, 0.0);
+    EXPECT_EQ(nodes[i].half_slope, 0.0);
+  }
 }
 
 // The branch-free lookup that layer_ray shares between tables on the same
@@ -482,7 +490,7 @@ struct SyntheticLayer {
     L.stack_offset = 0;
     L.fluence = fluence.data();
     L.curve = nodes.data();
-    L.curve_nodes = static_cast<int>(nodes.size());
+    L.curve_nodes = k::curve_node_count(nodes);
     L.energy_mev = energy.data();
     L.scattering_factor = scattering.data();
     L.wepl_nodes = static_cast<int>(energy.size());

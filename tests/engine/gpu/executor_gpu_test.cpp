@@ -103,8 +103,7 @@ struct OneSpotBeam {
     grid.inv_pitch_x_mm = grid.inv_pitch_y_mm = grid.inv_depth_step_mm = 1.0;
     grid.cols = grid.rows = grid.slices = 4;
     const double depth_mm[] = {0.0, 20.0}, idd[] = {1.0, 2.0}, cidd[] = {0.0, 3.0};
-    curve.resize(2);
-    pe::kernels::curve_nodes(depth_mm, idd, cidd, 2, curve.data());
+    curve = pe::kernels::curve_nodes(depth_mm, idd, cidd, 2);
   }
   /// The layer's tables, its spread σ (isocentre plane) `spread_sigma_mm`.
   pe::HostLayerTables layer(double spread_sigma_mm, int slices) const {
