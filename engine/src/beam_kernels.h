@@ -503,7 +503,9 @@ class CiddWalk {
       }
       lo_ += ahead;
       if (ahead < 4) {
-        next_depth_mm_ = ahead == 0 ? d[0] : ahead == 1 ? d[1] : ahead == 2 ? d[2] : d[3];
+        // d[ahead], loaded again: a select among the four took ~10 of the
+        // GPU step's instructions, and the next face's compare is a step away.
+        next_depth_mm_ = load_curve_depth(nodes + lo_ + 1);
         return;
       }
     }
@@ -643,6 +645,19 @@ PD_HD inline LayerRayConstants<Real> layer_ray_constants(const BevGeometry& g, c
   return c;
 }
 
+/// Where layer_ray's tables (L's curve, WEPL and in-air tables) are: in any
+/// memory. The GPU's layer kernel, whose tables are in shared memory, says so
+/// (its SharedTableSpace): read through generic pointers, each lookup was a
+/// generic load, on the long scoreboard with the trace's loads from DRAM, so
+/// that the CIDD walk's compare waited for the next step's trace samples
+/// (a fifth of the kernel's stall samples, ncu, water cube, H100).
+struct AnyTableSpace {
+  template <class T>
+  PD_HD static const T* of(const T* table) {
+    return table;
+  }
+};
+
 /// layer_ray's default observer: nothing.
 struct NoPixelObserver {
   PD_HD void operator()(int /*slice*/, float /*image*/, float /*sigma_x_px*/, float /*sigma_y_px*/) const {}
@@ -688,8 +703,9 @@ struct PixelHaloStore {
 /// multiply-add for its address instead of a 64-bit shift and add (~25 of the
 /// step's ~280 instructions, SASS of the water cube's kernel).
 /// `c`: layer_ray_constants<Real>(s.grid, L) (the overload below makes it).
+/// TableSpace: where L's tables are (AnyTableSpace: anywhere).
 template <class Real, class PixelObserver = NoPixelObserver, class Index = std::size_t,
-          class HaloStore = PixelHaloStore>
+          class HaloStore = PixelHaloStore, class TableSpace = AnyTableSpace>
 PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& L, const LayerRayConstants<Real>& c,
                               int col, int row, int* overshoot_px, float* max_halo_variance_mm2,
                               const PixelObserver& observe = PixelObserver{},
@@ -735,7 +751,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
   // the previous face's segment of the curve.
   CiddWalk walk;
   const auto cidd_at = [&](double wepl_mm) {
-    return walk.at(L.curve, L.curve_nodes, L.curve_inv_uniform_step_mm, wepl_mm);
+    return walk.at(TableSpace::of(L.curve), L.curve_nodes, L.curve_inv_uniform_step_mm, wepl_mm);
   };
   // The loop is bound by the latency of its loads (ncu, H100: half the stalls
   // wait on them), so the trace values of the next slice are loaded one step
@@ -789,7 +805,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       // has a cut-off past 0 and tables to 20 mm beyond it): one lookup of the
       // node for the energy and the scattering power, one for the halo.
       const UniformTablePoint<Real> at_mid = uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, w_mid);
-      const Real e_mid = uniform_table_at(L.energy_mev, at_mid);
+      const Real e_mid = uniform_table_at(TableSpace::of(L.energy_mev), at_mid);
       const bool scatters = rho > static_cast<Real>(kMinScatteringDensity) &&
                             e_mid > static_cast<Real>(kMinScatteringEnergyMev);
       const Real a2_near = a2;
@@ -797,7 +813,7 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
       a2 = a2 + Real(2) * a1 * step + a0 * step * step;
       a1 = a1 + a0 * step;
       if (scatters) {
-        const Real t = uniform_table_at(L.scattering_factor, at_mid) * rho_over_x;
+        const Real t = uniform_table_at(TableSpace::of(L.scattering_factor), at_mid) * rho_over_x;
         a0 += t * step;
         a1 += t * step * step * Real(0.5);
         a2 += t * step * step * step * Real(1.0 / 3.0);
@@ -811,8 +827,9 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
             result_divide(static_cast<Real>(step_energy_mev), mass_g) * static_cast<Real>(kGyPerMevPerGram);
         const Real sxm = c.spread_x_iso_mm * mx, sym = c.spread_y_iso_mm * my;
         // Kernel variances of the core: in-air growth beyond the spread, plus scattering.
-        const Real vx = L.air_sigma_x_mm[k] * L.air_sigma_x_mm[k] - sxm * sxm + a2_centre;
-        const Real vy = L.air_sigma_y_mm[k] * L.air_sigma_y_mm[k] - sym * sym + a2_centre;
+        const Real air_x = TableSpace::of(L.air_sigma_x_mm)[k], air_y = TableSpace::of(L.air_sigma_y_mm)[k];
+        const Real vx = air_x * air_x - sxm * sxm + a2_centre;
+        const Real vy = air_y * air_y - sym * sym + a2_centre;
         if (L.halo_weight) {
           // Double-Gaussian pencil (da Silva et al., Front Oncol 5:281, 2015): the
           // fraction W of this step's energy spreads with the halo σ (total
@@ -823,8 +840,8 @@ PD_HD inline double layer_ray(const LayerStackArgs& s, const LayerTables<Real>& 
           const Real halo_max_wepl = static_cast<Real>(L.halo_max_wepl_mm);
           const UniformTablePoint<Real> at_halo =
               w_mid <= halo_max_wepl ? at_mid : uniform_table_point(L.wepl_nodes, c.inv_wepl_step_mm, halo_max_wepl);
-          const Real weight = uniform_table_at(L.halo_weight, at_halo);
-          const Real sh = uniform_table_at(L.halo_sigma_mm, at_halo);
+          const Real weight = uniform_table_at(TableSpace::of(L.halo_weight), at_halo);
+          const Real sh = uniform_table_at(TableSpace::of(L.halo_sigma_mm), at_halo);
           const Real variance = L.halo_sigma_is_added
                                     ? sh * sh + Real(0.5) * (real_fmax(vx, Real(0)) + real_fmax(vy, Real(0)))
                                     : sh * sh - Real(0.5) * (sxm * sxm + sym * sym);

@@ -240,6 +240,10 @@ struct SliceSummaryWriter {
   /// is a zero): votes over the whole warp. The general form below, for lanes
   /// that may be at different slices, took 87 instructions per slice step,
   /// 16 % of the layer kernel's stall samples (ncu, water cube, H100).
+  /// Index: the layer kernel's (32-bit where every stack index fits, and
+  /// then the summary's kSliceSummaryFields × slices words do too): the
+  /// three atomics' addresses took ~12 of the step's instructions in 64-bit.
+  template <class Index = std::size_t>
   __device__ void in_step(int k, float image, float sigma_x_px, float sigma_y_px) const {
     constexpr unsigned kWarp = 0xffffffffu;
     const bool ok = valid(image) && valid(sigma_x_px) && valid(sigma_y_px);
@@ -252,7 +256,7 @@ struct SliceSummaryWriter {
     const bool all_same = __all_sync(kWarp, !counted || key == reference_key);
     const unsigned image_max = __reduce_max_sync(kWarp, counted ? __float_as_uint(image) : 0u);
     if (threadIdx.x % 32 != 0) return;
-    add(k, any_invalid || !all_same, counted_lanes != 0u, reference_key, image_max);
+    add<Index>(k, any_invalid || !all_same, counted_lanes != 0u, reference_key, image_max);
   }
 
   /// Called by the lanes present, at any slices (the halo binning's pixels):
@@ -279,26 +283,31 @@ struct SliceSummaryWriter {
 
  private:
   /// One lane's atomics for its group's pixels of slice k.
+  template <class Index = std::size_t>
   __device__ void add(int k, bool read_slice, bool any_counted, unsigned long long key, unsigned image_max) const {
-    unsigned long long* f = summary + stack_offset + static_cast<std::size_t>(k);
+    const Index slot = static_cast<Index>(stack_offset) + static_cast<Index>(k);
+    const Index field = static_cast<Index>(slices);
+    unsigned long long* min_key = summary + (static_cast<Index>(kSummaryMinSigmaKey) * field + slot);
+    unsigned long long* max_key = summary + (static_cast<Index>(kSummaryMaxSigmaKey) * field + slot);
     if (read_slice) {  // the analysis reads the slice (and reports the invalid pixel)
-      atomicMin(f + kSummaryMinSigmaKey * slices, 0ull);
-      atomicMax(f + kSummaryMaxSigmaKey * slices, ~0ull);
+      atomicMin(min_key, 0ull);
+      atomicMax(max_key, ~0ull);
       return;
     }
     if (!any_counted) return;  // only zeros
-    atomicMin(f + kSummaryMinSigmaKey * slices, key);
-    atomicMax(f + kSummaryMaxSigmaKey * slices, key);
-    atomicMax(f + kSummaryMaxImage * slices, static_cast<unsigned long long>(image_max));
+    atomicMin(min_key, key);
+    atomicMax(max_key, key);
+    atomicMax(summary + (static_cast<Index>(kSummaryMaxImage) * field + slot), static_cast<unsigned long long>(image_max));
   }
 };
 
 /// kernels::layer_ray's observer in the layer kernel: every lane of the warp
 /// calls it at every slice (SliceSummaryWriter::in_step).
+template <class Index>
 struct LayerSliceSummary {
   SliceSummaryWriter writer;
   __device__ void operator()(int k, float image, float sigma_x_px, float sigma_y_px) const {
-    writer.in_step(k, image, sigma_x_px, sigma_y_px);
+    writer.in_step<Index>(k, image, sigma_x_px, sigma_y_px);
   }
 };
 
@@ -425,6 +434,18 @@ __global__ void reset_layer_stage_kernel(unsigned long long* summary, std::size_
   if (s < layers) boxes[s] = FluenceBoxSum{};  // zero: the empty box
 }
 
+/// layer_ray's tables in the layer kernel's shared memory
+/// (kernels::AnyTableSpace says why it matters): loads through these
+/// pointers are shared-memory loads. Only where they are there
+/// (layer_kernel<…, kSharedTables = true>).
+struct SharedTableSpace {
+  template <class T>
+  __device__ static const T* of(const T* table) {
+    __builtin_assume(__isShared(table));
+    return table;
+  }
+};
+
 /// The most dynamic shared memory a layer kernel's block takes for its
 /// layer's tables (kernels::LayerSharedTables): four blocks of an SM then
 /// stay within its 228 KB. The water cube's layers take 8–23 KB.
@@ -444,13 +465,15 @@ constexpr std::size_t kDefaultDynamicSharedBytes = 48 * 1024;
 // and lost or gained within 3 %.
 // Index: std::size_t, or unsigned where every trace and stack index fits
 // (layer_images' check; kernels::layer_ray says what it saves).
-template <class Index, int kColumnBin>
+// kSharedTables: the layer's tables fit the block's shared memory
+// (kMaxLayerTableSharedBytes) and are read from there (SharedTableSpace);
+// else from global memory.
+template <class Index, int kColumnBin, bool kSharedTables>
 __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackArgs s, LayerRayLayout layout,
                              double* halo_share_sum, double* halo_weighted_sum,
                              const kernels::LayerTables<float>* layers, double* energy_sum,
                              int* overshoot_max, unsigned* max_halo_variance_bits, unsigned long long* slice_summary,
-                             std::size_t stack_slices, const FluenceBoxSum* fluence_boxes, SliceBox* slice_boxes,
-                             bool tables_in_shared) {
+                             std::size_t stack_slices, const FluenceBoxSum* fluence_boxes, SliceBox* slice_boxes) {
   // The layers of one block of rays are neighbours in the launch order
   // (blockIdx.x is the layer): they run together and read the same trace
   // samples, which come from DRAM once and from L2 for the other layers.
@@ -482,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   // copied as double2), the WEPL tables and the in-air σ (packed at any
   // float offset: copied as floats), L's pointers turned to the copies.
   extern __shared__ float4 layer_tables_smem[];
-  if (tables_in_shared) {
+  if constexpr (kSharedTables) {
     const kernels::LayerTables<float>& G = layers[blockIdx.x];
     const kernels::LayerSharedTables at(G.curve_nodes, G.wepl_nodes, G.halo_weight != nullptr, G.slices);
     char* base = reinterpret_cast<char*>(layer_tables_smem);
@@ -535,9 +558,10 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   const bool has_protons = on_grid && L.fluence[static_cast<std::size_t>(row) * s.grid.cols + col] > 0;
   double energy = 0;
   if (__any_sync(0xffffffffu, has_protons)) {
-    energy = kernels::layer_ray<float, LayerSliceSummary, Index, ColumnBinnedHaloStore<kColumnBin>>(
+    using TableSpace = std::conditional_t<kSharedTables, SharedTableSpace, kernels::AnyTableSpace>;
+    energy = kernels::layer_ray<float, LayerSliceSummary<Index>, Index, ColumnBinnedHaloStore<kColumnBin>, TableSpace>(
         s, L, constants, col, row, &overshoot, &halo_variance_max,
-        LayerSliceSummary{SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset}}, halo);
+        LayerSliceSummary<Index>{SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset}}, halo);
   } else {
     const Index plane = static_cast<Index>(s.grid.plane());
     const Index ray = on_grid ? static_cast<Index>(row) * static_cast<Index>(s.grid.cols) + static_cast<Index>(col) : 0;
@@ -1154,15 +1178,20 @@ class GpuBeamExecutor final : public BeamExecutor {
       kernel<<<layer_grid, kThreads, dynamic_shared, stream_>>>(
           s, layout, halo ? halo_share_sum_.get() : nullptr, halo ? halo_weighted_sum_.get() : nullptr, device_tables,
           &d->energy, &d->overshoot, &d->max_variance_bits, slice_summary_.get(), stack_slices,
-          fluence_boxes_.get() + fluence_first_layer, slice_boxes_.get(), tables_in_shared);
+          fluence_boxes_.get() + fluence_first_layer, slice_boxes_.get());
+    };
+    const auto launch_for_tables = [&](auto index_type, auto column_bin_constant) {
+      using Index = decltype(index_type);
+      constexpr int kColumnBin = decltype(column_bin_constant)::value;
+      if (tables_in_shared) launch(layer_kernel<Index, kColumnBin, true>);
+      else launch(layer_kernel<Index, kColumnBin, false>);
     };
     const auto launch_for_bin = [&](auto index_type) {
-      using Index = decltype(index_type);
       switch (column_bin) {
-        case 1: launch(layer_kernel<Index, 1>); break;
-        case 2: launch(layer_kernel<Index, 2>); break;
-        case 4: launch(layer_kernel<Index, 4>); break;
-        default: launch(layer_kernel<Index, 8>); break;
+        case 1: launch_for_tables(index_type, std::integral_constant<int, 1>{}); break;
+        case 2: launch_for_tables(index_type, std::integral_constant<int, 2>{}); break;
+        case 4: launch_for_tables(index_type, std::integral_constant<int, 4>{}); break;
+        default: launch_for_tables(index_type, std::integral_constant<int, 8>{}); break;
       }
     };
     device_mark("layer kernel starts", stream_);
