@@ -38,6 +38,9 @@ DeviceSuperposer::~DeviceSuperposer() = default;
 void DeviceSuperposer::superpose_device(const SuperpositionInput&, float*) {
   throw_built_without_cuda("DeviceSuperposer");
 }
+void DeviceSuperposer::queue_analysis(const SuperpositionInput&, float*, void*) {
+  throw_built_without_cuda("DeviceSuperposer");
+}
 SuperpositionMethod DeviceSuperposer::method() const { return SuperpositionMethod::kCpuReference; }
 DeviceSuperposer::Split DeviceSuperposer::last_split() const { return {}; }
 float* DeviceSuperposer::allocate_device_floats(std::size_t, int) { throw_built_without_cuda("device memory"); }

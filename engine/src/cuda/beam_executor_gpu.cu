@@ -1201,6 +1201,14 @@ class GpuBeamExecutor final : public BeamExecutor {
     device_mark("layer kernel done", stream_);
     HostTimeline::mark("layers: layer kernel launched");
     stage_stack_groups(layers, stack_slices, static_cast<int>(bev_pixels_ / g.plane()));
+    // The core superposition's analysis and its bucket counts, queued behind
+    // the layer kernel and the groups: the GPU analyses while this thread
+    // reads the sums back and the engine sizes and starts the halo
+    // (superpose_stack then goes on from the counts). Started by
+    // superpose_stack, it began ~120 µs after the layer kernel, with the GPU
+    // idle but for the halo's binning (water cube, H100).
+    const SuperpositionInput core = core_superposition_input(g, stack_slices);  // reserves stack_out_
+    superposer_.queue_analysis(core, stack_out_.get(), stream_);
     start_plan_host_volume();
     if (halo) spawn_halo_thread();  // while the layer kernel runs
     copy_to_host(&pinned_->layer_back, d, sizeof(LayerSums));
@@ -1229,6 +1237,19 @@ class GpuBeamExecutor final : public BeamExecutor {
     // returns: the layer images and the groups must be in place when it
     // starts, and its output may be used in this stream right after.
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // Its analysis was queued by layer_images (the same input: it goes on
+    // from there).
+    const SuperpositionInput core = core_superposition_input(g, stack_slices);  // reserves stack_out_
+    superposer_.superpose_device(core, stack_out_.get());  // stack_out_: the superposer's scratch
+    device_mark("core superposition done (as the host saw it)", stream_);
+    return static_cast<std::size_t>(superposer_.last_split().separable_slices);
+  }
+
+  /// The core stack's superposition request (superpose_stack; queued by
+  /// layer_images): the layer images, summed per depth into the beam's BEV
+  /// dose. stack_out_ (the superposer's scratch) is reserved for it.
+  SuperpositionInput core_superposition_input(const BevGeometry& g, std::size_t stack_slices) {
+    const int bev_slices = static_cast<int>(bev_pixels_ / g.plane());
     const std::size_t n = stack_slices * g.plane();
     stack_out_.reserve(n);
     SuperpositionInput in;
@@ -1246,9 +1267,7 @@ class GpuBeamExecutor final : public BeamExecutor {
       in.slice_box = slice_boxes_.get();
     }
     in.groups = {bev_slices, group_begin_.get(), group_members_.get(), bev_.get()};
-    superposer_.superpose_device(in, stack_out_.get());  // stack_out_: the superposer's scratch
-    device_mark("core superposition done (as the host saw it)", stream_);
-    return static_cast<std::size_t>(superposer_.last_split().separable_slices);
+    return in;
   }
 
   /// The halo's binning is queued here, in the halo's stream, before the

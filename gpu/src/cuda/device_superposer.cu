@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -95,11 +96,38 @@ struct DeviceSuperposer::Impl {
   DeviceSuperposer::Split last_split;
 
   ~Impl() {
+    if (producer_done) cudaEventDestroy(producer_done);
     if (stream) cudaStreamDestroy(stream);
   }
 
-  void run(const SuperpositionInput& in, float* d_out) {
-    PD_CUDA_CHECK(cudaSetDevice(options.gpu_device));
+  /// What queue_analysis queued, for the superpose_device call of the same arrays.
+  struct Queued {
+    SuperpositionInput input;
+    float* out = nullptr;
+    cuda::StackParams p;
+    cuda::StackAnalysis a;
+  };
+  std::optional<Queued> queued;
+  cudaEvent_t producer_done = nullptr;  ///< queue_analysis: the producer's work so far (made at first use)
+
+  bool host_buckets() const {
+    return method == SuperpositionMethod::kGpuScatterRegisterBlocked ||
+           method == SuperpositionMethod::kGpuScatterTensorCore ||
+           (method == SuperpositionMethod::kGpuScatterTiled && options.tile_dispatch == TileDispatch::kFromHost);
+  }
+
+  static bool same_arrays(const SuperpositionInput& x, const SuperpositionInput& y) {
+    return x.shape.slices == y.shape.slices && x.shape.rows == y.shape.rows && x.shape.cols == y.shape.cols &&
+           x.image.data == y.image.data && x.sigma_x_px.data == y.sigma_x_px.data &&
+           x.sigma_y_px.data == y.sigma_y_px.data && x.slice_summary == y.slice_summary &&
+           x.slice_box == y.slice_box && x.groups.count == y.groups.count &&
+           x.groups.member_begin == y.groups.member_begin && x.groups.member_slices == y.groups.member_slices &&
+           x.groups.out == y.groups.out;
+  }
+
+  /// The request checked and its parameters and analysis laid out (scratch
+  /// reserved); nothing queued.
+  void lay_out(const SuperpositionInput& in, float* d_out, cuda::StackParams& p, cuda::StackAnalysis& a) {
     const StackShape& shape = in.shape;
     if (shape.slices <= 0 || shape.rows <= 0 || shape.cols <= 0)
       throw InputError("superposition: empty stack shape");
@@ -107,7 +135,7 @@ struct DeviceSuperposer::Impl {
       if (span->data == nullptr || span->size != shape.pixel_count())
         throw InputError("superposition: a device array is missing or its size does not match the stack");
 
-    cuda::StackParams p;
+    p = cuda::StackParams{};
     p.slices = shape.slices;
     p.rows = shape.rows;
     p.cols = shape.cols;
@@ -120,11 +148,7 @@ struct DeviceSuperposer::Impl {
     p.out = d_out;
     // Uniform-σ slices take the separable passes on the host-launched scatter
     // paths (the device-side dispatcher launches tile buckets only).
-    const bool host_buckets = method == SuperpositionMethod::kGpuScatterRegisterBlocked ||
-                              method == SuperpositionMethod::kGpuScatterTensorCore ||
-                              (method == SuperpositionMethod::kGpuScatterTiled &&
-                               options.tile_dispatch == TileDispatch::kFromHost);
-    p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
+    p.separable_uniform_slices = options.separable_uniform_slices && host_buckets();
     p.slice_summary = in.slice_summary;
     p.slice_box = in.slice_box;
     if (in.groups.count < 0 ||
@@ -133,21 +157,58 @@ struct DeviceSuperposer::Impl {
     p.groups = in.groups;
 
     scratch.reserve(cuda::analysis_bytes(p));
-    const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());
+    a = cuda::analysis_layout(p, scratch.get());
     p.fixed_scale = a.fixed_scale;
-    const std::size_t count = shape.pixel_count();
+    if (options.deterministic && method != SuperpositionMethod::kGpuGatherExact) {
+      fixed.reserve(shape.pixel_count());
+      p.out_fixed = fixed.get();
+    }
+  }
+
+  void queue_analysis(const SuperpositionInput& in, float* d_out, cudaStream_t producer) {
+    PD_CUDA_CHECK(cudaSetDevice(options.gpu_device));
+    queued.reset();
+    bucket_dispatch->drop_queued_counts();
+    if (!host_buckets()) return;  // the others analyse and launch in one go (superpose_device)
+    Queued q;
+    lay_out(in, d_out, q.p, q.a);
+    if (!producer_done) PD_CUDA_CHECK(cudaEventCreateWithFlags(&producer_done, cudaEventDisableTiming));
+    PD_CUDA_CHECK(cudaEventRecord(producer_done, producer));
+    PD_CUDA_CHECK(cudaStreamWaitEvent(stream, producer_done, 0));
+    cuda::launch_analyse(q.p, q.a, stream);
+    bucket_dispatch->queue_counts(q.p, q.a, stream);
+    HostTimeline::mark("superposer: analysis queued");
+    q.input = in;
+    q.out = d_out;
+    queued = q;
+  }
+
+  void run(const SuperpositionInput& in, float* d_out) {
+    PD_CUDA_CHECK(cudaSetDevice(options.gpu_device));
+    cuda::StackParams p;
+    cuda::StackAnalysis a;
+    const bool analysed = queued && queued->out == d_out && same_arrays(queued->input, in);
+    if (analysed) {
+      p = queued->p;
+      a = queued->a;
+    } else {
+      bucket_dispatch->drop_queued_counts();
+      lay_out(in, d_out, p, a);
+    }
+    queued.reset();
+    const std::size_t count = in.shape.pixel_count();
     const bool scatter = method != SuperpositionMethod::kGpuGatherExact;
+    const bool host_launched = host_buckets();
     // The host-launched bucket paths clear the output themselves once they
     // know which slices run as separable passes (those need no clearing).
-    if (options.deterministic && scatter) {
-      fixed.reserve(count);
-      p.out_fixed = fixed.get();
-      if (!host_buckets) PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
-    } else if (!host_buckets) {
-      PD_CUDA_CHECK(cudaMemsetAsync(d_out, 0, count * sizeof(float), stream));
+    if (!host_launched) {
+      if (options.deterministic && scatter)
+        PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
+      else
+        PD_CUDA_CHECK(cudaMemsetAsync(d_out, 0, count * sizeof(float), stream));
     }
 
-    cuda::launch_analyse(p, a, stream);
+    if (!analysed) cuda::launch_analyse(p, a, stream);
     HostTimeline::mark("superposer: analysis launched");
     cuda::DispatchCounts counts;
     switch (method) {
@@ -234,6 +295,10 @@ DeviceSuperposer::~DeviceSuperposer() = default;
 
 void DeviceSuperposer::superpose_device(const SuperpositionInput& device_input, float* d_output) {
   impl_->run(device_input, d_output);
+}
+
+void DeviceSuperposer::queue_analysis(const SuperpositionInput& device_input, float* d_output, void* producer_stream) {
+  impl_->queue_analysis(device_input, d_output, static_cast<cudaStream_t>(producer_stream));
 }
 
 SuperpositionMethod DeviceSuperposer::method() const { return impl_->method; }

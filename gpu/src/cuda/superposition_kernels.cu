@@ -792,11 +792,7 @@ ConvolutionParams launch_separable_uniform_slices(const StackParams& p, const St
 template <class LaunchRadius>
 DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysis& a, SeparableScratch& separable_scratch,
                                         BucketDispatch& buckets, cudaStream_t stream, LaunchRadius&& launch_radius) {
-  launch_fixed_scale(p, a, stream);
-  const int* counts = buckets.counts();
-  PD_CUDA_CHECK(cudaMemcpyAsync(buckets.counts(), a.bucket_count, kBucketCountSlots * sizeof(int),
-                                cudaMemcpyDeviceToHost, stream));
-  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int* counts = buckets.read_counts(p, a, stream);
   HostTimeline::mark("superposer: bucket counts back");
   DispatchCounts dispatched;
   dispatched.uniform_slices = counts[kUniformSliceCountSlot];
@@ -880,6 +876,20 @@ BucketDispatch::~BucketDispatch() {
   }
   if (forked_) cudaEventDestroy(forked_);
   if (counts_) cudaFreeHost(counts_);
+}
+
+void BucketDispatch::queue_counts(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  launch_fixed_scale(p, a, stream);
+  PD_CUDA_CHECK(cudaMemcpyAsync(counts_, a.bucket_count, kBucketCountSlots * sizeof(int), cudaMemcpyDeviceToHost,
+                                stream));
+  counts_queued_ = true;
+}
+
+const int* BucketDispatch::read_counts(const StackParams& p, const StackAnalysis& a, cudaStream_t stream) {
+  if (!counts_queued_) queue_counts(p, a, stream);
+  counts_queued_ = false;
+  PD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return counts_;
 }
 
 void BucketDispatch::fork(cudaStream_t main, int used) {

@@ -119,12 +119,24 @@ class BucketDispatch {
   cudaStream_t stream(int i) const { return streams_[i % kStreams]; }
   /// Pinned host memory for StackAnalysis::bucket_count (kBucketCountSlots ints).
   int* counts() const { return counts_; }
+  /// Queues, on `stream`, the deterministic mode's fixed-point scale and the
+  /// read-back of the bucket counts into counts(), without waiting: the next
+  /// read_counts on that stream then only waits for them
+  /// (DeviceSuperposer::queue_analysis).
+  void queue_counts(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+  /// The bucket counts of the analysis `a` of `p` in counts(), once `stream`
+  /// reached them: queued by queue_counts, else queued now.
+  const int* read_counts(const StackParams& p, const StackAnalysis& a, cudaStream_t stream);
+  /// Forgets a queue_counts that no dispatch will read (a superposition of
+  /// other arrays came first).
+  void drop_queued_counts() { counts_queued_ = false; }
 
  private:
   cudaStream_t streams_[kStreams] = {};
   cudaEvent_t forked_ = nullptr;
   cudaEvent_t done_[kStreams] = {};
   int* counts_ = nullptr;
+  bool counts_queued_ = false;
 };
 
 /// Sets the tile kernels' shared-memory carveout on the current device (once

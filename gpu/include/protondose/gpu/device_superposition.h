@@ -71,6 +71,19 @@ class DeviceSuperposer {
   /// and reported as InputError naming the first such pixel.
   void superpose_device(const SuperpositionInput& device_input, float* d_output);
 
+  /// Queues the first half of superpose_device(device_input, d_output) — the
+  /// stack's analysis and the read-back of its bucket counts — behind the
+  /// work queued so far on `producer_stream` (a cudaStream_t of the
+  /// superposer's device, which makes the arrays), and returns without
+  /// waiting. The next superpose_device with the same arrays and output then
+  /// goes on from there: the caller must not change the arrays in between;
+  /// a call with other arrays analyses its own. For a producer whose host
+  /// has other work before the superposition (the engine: the halo's grid
+  /// after the layer images), the GPU analyses meanwhile. Only the
+  /// host-launched scatter paths have that split; for the others it does
+  /// nothing. InputError as superpose_device for a malformed request.
+  void queue_analysis(const SuperpositionInput& device_input, float* d_output, void* producer_stream);
+
   SuperpositionMethod method() const;
 
   /// How the last superpose_device call split its stack (host-launched scatter
