@@ -886,24 +886,30 @@ __global__ void finish_plan_kernel(float* plan, std::size_t n, PlanCheck c) {
 
 // --- the executor ----------------------------------------------------------
 
+SuperpositionOptions with_high_priority_streams(SuperpositionOptions options) {
+  options.high_priority_streams = true;
+  return options;
+}
+
 class GpuBeamExecutor final : public BeamExecutor {
  public:
   GpuBeamExecutor(SuperpositionMethod method, const SuperpositionOptions& options)
-      : device_(options.gpu_device), superposer_(method, options), halo_superposer_(method, options) {
+      : device_(options.gpu_device), superposer_(method, options),
+        halo_superposer_(method, with_high_priority_streams(options)) {
     PD_CUDA_CHECK(cudaSetDevice(device_));
     // A stream of its own, not the legacy default stream: engines of several
     // workers on one GPU (robust, batch) then neither serialise their kernels
     // nor wait for each other's work at every stage's synchronisation.
-    // The halo's streams keep the default priority, and neither
-    // superposition waits for the other: the halo's passes often run on
-    // after the core's (its analysis queues behind the core's passes), but
-    // at the greatest priority the water cube came out the same with
-    // separable slices (3.95 against 3.98 ms) and 0.26 ms slower with the
-    // scatter (9.57 against 9.31 ms), and with the core's passes held until
-    // the halo's were queued the same again (3.97 against 3.95 ms: the GPU
-    // idled through the halo's bucket read-back instead; H100, 2026-11-26).
+    // The halo's streams (its binning's and its superposer's) at the
+    // greatest priority: with the core's analysis queued behind the layer
+    // kernel, the core's passes take the GPU first, and the halo's small
+    // kernels queued behind them and ran after them as the stage's tail
+    // (its bucket counts back 450 µs after its analysis was launched, water
+    // cube, H100). Neither superposition waits for the other.
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    PD_CUDA_CHECK(cudaStreamCreateWithFlags(&halo_stream_, cudaStreamNonBlocking));
+    int least_priority = 0, greatest_priority = 0;
+    PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&halo_stream_, cudaStreamNonBlocking, greatest_priority));
     void* pinned = nullptr;
     PD_CUDA_CHECK(cudaMallocHost(&pinned, sizeof(PinnedSmall)));
     pinned_ = new (pinned) PinnedSmall{};

@@ -287,8 +287,12 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   impl_->method = method;
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
-  PD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  impl_->bucket_dispatch = std::make_unique<cuda::BucketDispatch>();
+  // Numerically lower is higher: the range is [greatest, least] = [−5, 0] on an H100.
+  int least_priority = 0, greatest_priority = 0;
+  PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  const int priority = options.high_priority_streams ? greatest_priority : least_priority;
+  PD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl_->stream, cudaStreamNonBlocking, priority));
+  impl_->bucket_dispatch = std::make_unique<cuda::BucketDispatch>(priority);
 }
 
 DeviceSuperposer::~DeviceSuperposer() = default;

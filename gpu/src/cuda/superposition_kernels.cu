@@ -858,9 +858,9 @@ void prefer_shared_memory() {
 
 }  // namespace
 
-BucketDispatch::BucketDispatch() {
+BucketDispatch::BucketDispatch(int priority) {
   for (int i = 0; i < kStreams; ++i) {
-    PD_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority));
     PD_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
   }
   PD_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));

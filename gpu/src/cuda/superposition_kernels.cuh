@@ -107,7 +107,8 @@ struct SeparableScratch {
 class BucketDispatch {
  public:
   static constexpr int kStreams = 4;
-  BucketDispatch();  ///< on the current device
+  /// On the current device; its streams at `priority` (cudaStreamCreateWithPriority).
+  explicit BucketDispatch(int priority = 0);
   ~BucketDispatch();
   BucketDispatch(const BucketDispatch&) = delete;
   BucketDispatch& operator=(const BucketDispatch&) = delete;

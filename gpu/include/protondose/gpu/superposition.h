@@ -165,6 +165,12 @@ struct SuperpositionOptions {
   /// default is the crossover measured on an H100 (docs/ks-core.md); 1 sends
   /// every radius to the tensor cores (tests, benchmark).
   int tensor_core_min_radius_px = kTensorCoreMinRadiusPx;
+  /// GPU methods: the superposer's streams at the device's greatest priority,
+  /// so that the blocks of its kernels are scheduled before those of
+  /// default-priority streams as soon as SMs free up. The engine gives it to
+  /// the nuclear halo's superposer, whose small kernels otherwise queued
+  /// behind the core's passes and ran after them as the stage's tail.
+  bool high_priority_streams = false;
 };
 
 /// The implementations, named by what differs. All compute the same sum.
