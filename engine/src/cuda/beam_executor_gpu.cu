@@ -1104,7 +1104,20 @@ class GpuBeamExecutor final : public BeamExecutor {
 
   void begin_bev(std::size_t pixels) override {
     bev_pixels_ = pixels;
-    zero(bev_, pixels, stream_);
+    // Cleared by the first of layer_images (behind its layer kernel) and
+    // finish_beam: queued here, the 25 MB memset of the water cube's BEV ran
+    // between the fluence spreading and the layer kernel (which then started
+    // 22 µs after the spreading; behind it, 11 µs: H100 timelines).
+    bev_.reserve(std::max<std::size_t>(pixels, 1));
+    bev_cleared_ = false;
+  }
+
+  /// The beam's BEV dose cleared in stream_ once since begin_bev (before the
+  /// first superposition adds into it, or the resampling reads it).
+  void clear_bev() {
+    if (bev_cleared_) return;
+    zero(bev_, bev_pixels_, stream_);
+    bev_cleared_ = true;
   }
 
   LayerImagesSummary layer_images(const kernels::LayerStackArgs& shared_in, std::size_t stack_slices,
@@ -1210,6 +1223,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     PD_CUDA_CHECK_LAUNCH("layer_kernel");
     device_mark("layer kernel done", stream_);
     HostTimeline::mark("layers: layer kernel launched");
+    clear_bev();  // behind the layer kernel: the core superposition waits for stream_
     stage_stack_groups(layers, stack_slices, static_cast<int>(bev_pixels_ / g.plane()));
     // The core superposition's analysis and its bucket counts, queued behind
     // the layer kernel and the groups: the GPU analyses while this thread
@@ -1246,6 +1260,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     // The superposer runs in a stream of its own and waits for it before it
     // returns: the layer images and the groups must be in place when it
     // starts, and its output may be used in this stream right after.
+    clear_bev();  // (layer_images did, behind its kernel)
     PD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     // Its analysis was queued by layer_images (the same input: it goes on
     // from there).
@@ -1456,6 +1471,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   BeamDoseCheck finish_beam(const BevGeometry& g, const kernels::Affine3& beam_from_out_index, bool dose_to_water,
                             std::optional<double> last_beam_plan_scale) override {
     const std::size_t n = og_.voxel_count();
+    clear_bev();  // a beam whose layers added nothing: no layer_images cleared it
     sums_.reserve(sizeof(Sums));
     upload_seed(sums_.get(), &pinned_->finish_seed, sizeof(Sums));
     auto* d = reinterpret_cast<Sums*>(sums_.get());
@@ -1988,6 +2004,7 @@ class GpuBeamExecutor final : public BeamExecutor {
   PatientBuffers* current_ = nullptr;
   Grid3 og_;
   std::size_t bev_pixels_ = 0;
+  bool bev_cleared_ = true;  ///< bev_ zeroed since begin_bev (clear_bev)
   /// The plan scaled and checked by the last beam's finish_beam: its scale and summary.
   std::optional<std::pair<double, PlanDoseSummary>> finished_plan_;
   int* trace_back_ = nullptr;   ///< pinned (upload_staging_): the last start_trace's read-back, until trace_summary
