@@ -165,15 +165,14 @@ __global__ void __launch_bounds__(kRowThreads, kSeparableBlocksPerSm)
 /// The column passes' shared memory for one slice (entry k of the params,
 /// radius R): its weights wy[|u − R|] and the tile's column `x` with an
 /// apron of R rows (whole 8-row blocks), zeros outside the plane.
-/// Rows outside the slice's box (s: its stack slice) are zeros: the row pass
-/// left them unwritten.
-template <bool kBoxed>
-__device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, int s, int R, int rows, int y0,
-                                                 int x, bool inside, const float* in, float* weights, float* tile) {
+/// Rows outside the slice's box (`box`: slice_box_of its stack slice) are
+/// zeros: the row pass left them unwritten.
+__device__ __forceinline__ void load_column_tile(const ConvolutionParams& p, int k, const SliceBox& box, int R,
+                                                 int rows, int y0, int x, bool inside, const float* in,
+                                                 float* weights, float* tile) {
   const int tid = threadIdx.y * kColumnTileCols + threadIdx.x;
   for (int u = tid; u <= 2 * R; u += kColumnTileCols * kColumnThreadRows)
     weights[u] = p.weights_y[k * (p.max_radius + 1) + abs(u - R)];
-  const SliceBox box = slice_box_of<kBoxed>(p.slice_box, s, p.rows, p.cols);
   // The rows that the tile's threads read: whole 8-row blocks and the apron.
   const int loaded_rows = (rows + kColumnOutputs - 1) / kColumnOutputs * kColumnOutputs + 2 * R;
   const float* column_in = in + static_cast<std::size_t>(k) * p.rows * p.cols + x;
@@ -229,7 +228,8 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
   float* weights = smem;                      // 2R + 1: wy[|u − R|]
   float* tile = smem + 2 * p.max_radius + 1;  // (kColumnTileRows + 2R) × kColumnTileCols
   const bool inside = x < p.cols;
-  load_column_tile<kBoxed>(p, k, s, R, rows, y0, x, inside, in, weights, tile);
+  load_column_tile(p, k, slice_box_of<kBoxed>(p.slice_box, s, p.rows, p.cols), R, rows, y0, x, inside, in, weights,
+                   tile);
   __syncthreads();
   if (!inside) return;
   const double scale = p.out_fixed ? *p.fixed_scale : 0.0;
@@ -261,6 +261,7 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, kSeparabl
 /// 4 blocks per SM (≤ 64 registers; 6 spilled, and their shared memory, 38 KB
 /// a block at the water cube's r 21, would not fit 6 anyway).
 constexpr int kGroupedPasses = kColumnTileRows / (kColumnThreadRows * kColumnOutputs);  // 8-row blocks per thread
+constexpr int kMemberChunk = 32;  // members whose slice, entry, radius and box a block reads at once
 constexpr int kGroupedSumFloats = kGroupedPasses * kColumnOutputs * kColumnTileCols * kColumnThreadRows;
 
 int grouped_column_shared_bytes(int max_radius) {
@@ -292,9 +293,30 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
     const int r = row_of(q);
     acc[q * kThreads + tid] = inside && r < rows ? group_out[static_cast<std::size_t>(r) * p.cols] : 0.0f;
   }
-  for (int m = g.groups.member_begin[group]; m < g.groups.member_begin[group + 1]; ++m) {
-    const int s = g.groups.member_slices[m];
-    const int k = g.uniform_index[s];  // the same for the whole block
+  // The members' slice, entry, radius and box, kMemberChunk at a time into
+  // shared memory, each chunk with one round of loads: read per member, they
+  // were three dependent global loads (slice → entry → radius, and the box)
+  // before its tile's loads could start (~8 % of the kernel's stall samples,
+  // water cube, H100).
+  __shared__ int member_slice[kMemberChunk], member_entry[kMemberChunk], member_radius[kMemberChunk];
+  __shared__ SliceBox member_box[kMemberChunk];
+  const int member_end = g.groups.member_begin[group + 1];
+  for (int m = g.groups.member_begin[group]; m < member_end; ++m) {
+    const int c = (m - g.groups.member_begin[group]) % kMemberChunk;
+    if (c == 0) {
+      __syncthreads();  // the last chunk's entries are no longer read
+      if (tid < kMemberChunk && m + tid < member_end) {
+        const int slice = g.groups.member_slices[m + tid];
+        const int entry = g.uniform_index[slice];
+        member_slice[tid] = slice;
+        member_entry[tid] = entry;
+        member_radius[tid] = entry >= 0 ? p.radius_y[entry] : 0;
+        member_box[tid] = slice_box_of<kBoxed>(p.slice_box, slice, p.rows, p.cols);
+      }
+      __syncthreads();
+    }
+    const int s = member_slice[c];
+    const int k = member_entry[c];  // the same for the whole block
     if (k < 0) {  // a scattered (or empty) slice: its output as the scatter left it
       const float* from = g.scattered + static_cast<std::size_t>(s) * plane + tile_origin;
 #pragma unroll 4
@@ -304,9 +326,9 @@ __global__ void __launch_bounds__(kColumnTileCols * kColumnThreadRows, 4)
       }
       continue;
     }
-    const int R = p.radius_y[k];
+    const int R = member_radius[c];
     __syncthreads();  // the previous member's tile is no longer read
-    load_column_tile<kBoxed>(p, k, s, R, rows, y0, x, inside, in, weights, tile);
+    load_column_tile(p, k, member_box[c], R, rows, y0, x, inside, in, weights, tile);
     __syncthreads();
     if (!inside) continue;
 #pragma unroll 1
