@@ -208,8 +208,12 @@ struct DeviceSuperposer::Impl {
         PD_CUDA_CHECK(cudaMemsetAsync(d_out, 0, count * sizeof(float), stream));
     }
 
-    if (!analysed) cuda::launch_analyse(p, a, stream);
-    HostTimeline::mark("superposer: analysis launched");
+    if (analysed) {
+      HostTimeline::mark("superposer: queued analysis taken");
+    } else {
+      cuda::launch_analyse(p, a, stream);
+      HostTimeline::mark("superposer: analysis launched");
+    }
     cuda::DispatchCounts counts;
     switch (method) {
       case SuperpositionMethod::kGpuScatterTiled:
