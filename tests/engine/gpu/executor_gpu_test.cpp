@@ -243,3 +243,44 @@ TEST(GpuBeamExecutor, SpreadBeamFluenceWithoutTwoSigmasPerLayerIsAnInternalError
       << m;
   exec->trace_summary();  // the trace's read-back, before the executor goes
 }
+
+// A layer whose tables do not fit the layer kernel's shared memory
+// (kMaxLayerTableSharedBytes, 52 KB) runs the kernel's variant that reads
+// them from global memory (layer_kernel<…, kSharedTables = false>): its
+// energy must be that of the variant for tables that fit. The same linear
+// IDD as OneSpotBeam's two-node curve, as 2,001 nodes 0.01 mm apart (64 KB):
+// the same CIDD to rounding.
+TEST(GpuBeamExecutor, ALayerWhoseTablesExceedSharedMemoryGivesTheEnergyOfOneThatFits) {
+  std::string why;
+  if (!pe::gpu_backend_usable(&why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const OneSpotBeam b;
+  constexpr int kNodes = 2001;
+  std::vector<double> depth_mm(kNodes), idd(kNodes), cidd(kNodes);
+  for (int i = 0; i < kNodes; ++i) {
+    depth_mm[i] = 0.01 * i;
+    idd[i] = 1.0 + depth_mm[i] / 20.0;                                // 1 at 0 mm, 2 at 20 mm
+    cidd[i] = 0.1 * (depth_mm[i] + depth_mm[i] * depth_mm[i] / 40.0);  // its integral, per g/cm² (0.1 per mm)
+  }
+  const std::vector<pe::kernels::CurveNode> long_curve =
+      pe::kernels::curve_nodes(depth_mm.data(), idd.data(), cidd.data(), kNodes);
+  ASSERT_GT(long_curve.size() * sizeof(pe::kernels::CurveNode), 52u * 1024u) << "the tables would fit";
+  const auto exec = b.executor();
+  const auto energy_with = [&](const std::vector<pe::kernels::CurveNode>& curve) {
+    exec->begin_beam();
+    exec->start_trace(b.grid, b.ct_index_from_beam, {10.0});
+    pe::HostLayerTables staged = b.layer(1.0, 1);
+    staged.curve = &curve;
+    exec->stage_beam_layers({staged}, pe::StagedBeamKey{0, 0});  // not kept: staged anew each time
+    const pe::TraceSummary traced = exec->trace_summary();
+    const int slices = std::max(traced.slices_before_cutoff.at(0), 1);
+    pe::HostLayerTables layer = b.layer(1.0, slices);
+    layer.curve = &curve;
+    std::vector<pe::HostLayerTables> layers{layer};
+    exec->begin_bev(static_cast<std::size_t>(slices) * 16);
+    return exec->layer_images(b.stack_args(), static_cast<std::size_t>(slices), layers, false).energy_mev;
+  };
+  const double in_shared_memory = energy_with(b.curve);
+  const double in_global_memory = energy_with(long_curve);
+  EXPECT_GT(in_shared_memory, 0.0);
+  EXPECT_NEAR(in_global_memory / in_shared_memory, 1.0, 1e-9);
+}
