@@ -27,6 +27,7 @@
 #include "protondose/core/task_thread.h"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
+#include "protondose/gpu/cuda/stream_priority.cuh"
 #include "protondose/gpu/device_superposition.h"
 
 namespace protondose::engine {
@@ -907,9 +908,7 @@ class GpuBeamExecutor final : public BeamExecutor {
     // (its bucket counts back 450 µs after its analysis was launched, water
     // cube, H100). Neither superposition waits for the other.
     PD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    int least_priority = 0, greatest_priority = 0;
-    PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&halo_stream_, cudaStreamNonBlocking, greatest_priority));
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&halo_stream_, cudaStreamNonBlocking, cuda::stream_priority(true)));
     void* pinned = nullptr;
     PD_CUDA_CHECK(cudaMallocHost(&pinned, sizeof(PinnedSmall)));
     pinned_ = new (pinned) PinnedSmall{};

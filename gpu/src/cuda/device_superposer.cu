@@ -10,6 +10,7 @@
 #include "../backends.h"
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
+#include "protondose/gpu/cuda/stream_priority.cuh"
 #include "protondose/core/error.h"
 #include "protondose/core/host_timeline.h"
 #include "protondose/gpu/device_superposition.h"
@@ -291,10 +292,7 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   impl_->method = method;
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
-  // Numerically lower is higher: the range is [greatest, least] = [−5, 0] on an H100.
-  int least_priority = 0, greatest_priority = 0;
-  PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-  const int priority = options.high_priority_streams ? greatest_priority : least_priority;
+  const int priority = cuda::stream_priority(options.high_priority_streams);
   PD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl_->stream, cudaStreamNonBlocking, priority));
   impl_->bucket_dispatch = std::make_unique<cuda::BucketDispatch>(priority);
 }
