@@ -1,6 +1,6 @@
 // Slice boxes (SuperpositionInput::slice_box): where the producer promises
 // zeros outside each slice's box, every method gives what it gives without
-// boxes — bitwise wherever a run is reproducible (the gather, the
+// boxes; where it wrote nothing there (NaN), what it gives with zeros there — bitwise wherever a run is reproducible (the gather, the
 // deterministic mode, the separable passes), within the float scatters'
 // run-to-run rounding otherwise — with and without slice groups; and the
 // pixels outside a box are not read (a broken promise shows as the output of
@@ -8,7 +8,9 @@
 // message, when no CUDA device is present.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -189,6 +191,41 @@ TEST_P(SliceBoxes, UniformSlicesGiveBitwiseTheSameOutput) {
   expect_same_with_and_without(b.stack, b.boxes, nullptr, reproducible);
   const Groups groups;
   expect_same_with_and_without(b.stack, b.boxes, &groups, reproducible);
+}
+
+TEST_P(SliceBoxes, NoPixelOutsideABoxIsRead) {
+  // The contract's other half: the producer need not write the pixels
+  // outside a box (the engine's layer kernel does not). NaN there, image and
+  // σ alike (an unread NaN changes nothing; a read one spoils the output or
+  // is reported as an invalid pixel), and the output is that of the stack
+  // zeroed there — with and without groups.
+  const BoxedStack b = boxed_stack();
+  Stack unwritten = b.stack;
+  unwritten.name = "boxed slices, NaN outside the boxes";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int s = 0; s < unwritten.shape.slices; ++s) {
+    const SliceBox& box = b.boxes[s];
+    for (int y = 0; y < unwritten.shape.rows; ++y)
+      for (int x = 0; x < unwritten.shape.cols; ++x)
+        if (!(x >= box.col_begin && x < box.col_end && y >= box.row_begin && y < box.row_end)) {
+          const std::size_t i = unwritten.index(s, y, x);
+          unwritten.image[i] = unwritten.sigma_x[i] = unwritten.sigma_y[i] = nan;
+        }
+  }
+  const bool reproducible = options_.deterministic || GetParam().method == SuperpositionMethod::kGpuGatherExact;
+  const Groups groups;
+  for (const Groups* g : {static_cast<const Groups*>(nullptr), &groups}) {
+    SCOPED_TRACE(g ? "grouped" : "ungrouped");
+    const std::vector<float> expected = run(GetParam().method, options_, b.stack, &b.boxes, g);
+    const std::vector<float> got = run(GetParam().method, options_, unwritten, &b.boxes, g);
+    if (reproducible) {
+      expect_bitwise_equal(got, expected, "NaN outside the boxes against zeros there");
+    } else {
+      const testing::Difference d = testing::compare(got, expected);
+      EXPECT_LE(d.relative(), 1e-6) << "max |NaN outside − zeros outside| = " << d.max_abs << " at " << d.worst_index;
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_FALSE(std::isnan(got[i])) << "output " << i;
+    }
+  }
 }
 
 // Every method, the device-launched tile scatter and the atomic scatter in

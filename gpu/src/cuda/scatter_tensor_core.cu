@@ -457,10 +457,11 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
   // table phase at RB 1, docs/benchmarks.md run 21).
   constexpr bool kPrefetch = RB <= kPrefetchMaxRadiusClass;
   float next_v, next_sx, next_sy;
+  const SliceBox box = read_box(p, s);
   const auto load_pixel = [&](int chunk, int q) {
     const int x = x0 + q % kTileCols, y = y0 + chunk + q / kTileCols;
     next_v = next_sx = next_sy = 0.0f;
-    if (x < p.cols && y < p.rows) {
+    if (in_range(x, box.col_begin, box.col_end) && in_range(y, box.row_begin, box.row_end)) {
       const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
       next_v = p.image[i];
       next_sx = p.sigma_x[i];
@@ -569,15 +570,18 @@ __global__ void __launch_bounds__(MmaGeometry<kRadiusClass>::kThreads)
 
 /// The one-warp kernels' pixels: a lane's are column x0 + lane of the tile's
 /// rows y0 … y0 + 15, one per pass, each loaded a pass ahead (zeros outside
-/// the slice): v, sx, sy hold the next one. The address steps by a row, where
+/// the slice's read_box): v, sx, sy hold the next one. The address steps by a row, where
 /// a pixel index computed per pass took ~30 instructions of 64-bit arithmetic.
 struct TileColumnPixels {
   const float *image, *sigma_x, *sigma_y;
-  int y0, rows, cols;
+  int y0, row_begin, row_end, cols;
   bool column_inside;
   float v = 0.0f, sx = 0.0f, sy = 0.0f;
-  __device__ TileColumnPixels(const StackParams& p, int s, int x0, int y0, int lane)
-      : y0(y0), rows(p.rows), cols(p.cols), column_inside(x0 + lane < p.cols) {
+  __device__ TileColumnPixels(const StackParams& p, int s, int x0, int y0, int lane) : y0(y0), cols(p.cols) {
+    const SliceBox box = read_box(p, s);
+    row_begin = box.row_begin;
+    row_end = box.row_end;
+    column_inside = in_range(x0 + lane, box.col_begin, box.col_end);
     const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
     const std::size_t first = s * plane + static_cast<std::size_t>(y0) * p.cols + x0 + lane;
     image = p.image + first;
@@ -587,7 +591,7 @@ struct TileColumnPixels {
   }
   /// Loads tile row `tile_row` (the next in turn), then steps to the next row.
   __device__ void load(int tile_row) {
-    const bool inside = column_inside && y0 + tile_row < rows;
+    const bool inside = column_inside && in_range(y0 + tile_row, row_begin, row_end);
     v = inside ? *image : 0.0f;
     sx = inside ? *sigma_x : 0.0f;
     sy = inside ? *sigma_y : 0.0f;

@@ -348,13 +348,14 @@ __global__ void __launch_bounds__(kTileCols* kBlockRows)
   float value[kPixelsPerThread], ax[kPixelsPerThread], ay[kPixelsPerThread];
   int rx[kPixelsPerThread], ry[kPixelsPerThread];
   bool any = false;
+  const SliceBox box = read_box(p, s);
 #pragma unroll
   for (int k = 0; k < kPixelsPerThread; ++k) {
     const int x = x0 + lane, y = y0 + warp + k * kBlockRows;
     value[k] = 0.0f;
     ax[k] = ay[k] = 0.0f;
     rx[k] = ry[k] = 0;
-    if (x < p.cols && y < p.rows) {
+    if (in_range(x, box.col_begin, box.col_end) && in_range(y, box.row_begin, box.row_end)) {
       const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
       value[k] = p.image[i];
       const float sx = p.sigma_x[i], sy = p.sigma_y[i];
@@ -460,6 +461,8 @@ __global__ void __launch_bounds__(kTileCols)
   const int x0 = tx * kTileCols, y0 = ty * kTileRows;
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
   const int x = x0 + lane;
+  const SliceBox box = read_box(p, s);
+  const bool column_inside = in_range(x, box.col_begin, box.col_end);
 
   for (int c = lane; c < kH * kW; c += kTileCols) acc[c] = 0.0f;
 
@@ -473,7 +476,7 @@ __global__ void __launch_bounds__(kTileCols)
       float ax = 0.0f, ay = 0.0f;
       int rx = 0, ry = 0;
       v[t] = 0.0f;
-      if (x < p.cols && y < p.rows) {
+      if (column_inside && in_range(y, box.row_begin, box.row_end)) {
         const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
         v[t] = p.image[i];
         ax = erf_scale(p.sigma_x[i]);
@@ -536,9 +539,11 @@ __global__ void __launch_bounds__(kTileCols* kBlockRows)
   const int s = tile / (p.tiles_x * p.tiles_y);
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
   const int x = tx * kTileCols + threadIdx.x;
+  const SliceBox box = read_box(p, s);
+  if (!in_range(x, box.col_begin, box.col_end)) return;
   for (int row = threadIdx.y; row < kTileRows; row += kBlockRows) {
     const int y = ty * kTileRows + row;
-    if (x >= p.cols || y >= p.rows) continue;
+    if (!in_range(y, box.row_begin, box.row_end)) continue;
     const std::size_t i = s * plane + static_cast<std::size_t>(y) * p.cols + x;
     const float v = p.image[i];
     if (v == 0.0f) continue;
@@ -565,13 +570,14 @@ __global__ void gather_exact_kernel(StackParams p, const int* slice_radius) {
   if (x >= p.cols || y >= p.rows) return;
   const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
   const int R = slice_radius[s];
+  const SliceBox box = read_box(p, s);
   float sum = 0.0f;
   for (int dy = -R; dy <= R; ++dy) {
     const int yi = y + dy;
-    if (yi < 0 || yi >= p.rows) continue;
+    if (!in_range(yi, box.row_begin, box.row_end)) continue;
     for (int dx = -R; dx <= R; ++dx) {
       const int xi = x + dx;
-      if (xi < 0 || xi >= p.cols) continue;
+      if (!in_range(xi, box.col_begin, box.col_end)) continue;
       const std::size_t i = s * plane + static_cast<std::size_t>(yi) * p.cols + xi;
       const float v = p.image[i];
       if (v == 0.0f) continue;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "convolution_kernels.cuh"
 #include "protondose/gpu/cuda/device_buffer.cuh"
 #include "protondose/gpu/superposition.h"
 
@@ -50,6 +51,15 @@ struct StackParams {
   SuperpositionInput::SliceGroups groups;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
+
+/// The pixels of slice s that any kernel of the superposition reads: its
+/// SuperpositionInput::slice_box, clipped to the slice (the whole slice
+/// without boxes). The producer need not write the pixels outside it (the
+/// engine's layer kernel leaves the rays outside its layer's spot fluence
+/// unwritten); every load of a pixel outside it reads 0.
+__device__ inline SliceBox read_box(const StackParams& p, int s) {
+  return clipped_slice_box(p.slice_box, s, p.rows, p.cols);
+}
 
 /// Per-stack scratch, on the device. `analyse` fills it.
 struct StackAnalysis {

@@ -83,14 +83,14 @@ struct SuperpositionInput {
   const unsigned long long* slice_summary = nullptr;
   /// Optional, device calls only: one SliceBox per slice (device memory),
   /// the producer's promise that every pixel of the slice outside its box
-  /// has image 0 (and valid σ, as everywhere: the scatter reads them in
-  /// tiles that cross the box's edge). The engine's boxes are the layers'
-  /// spot-fluence footprints, inside a margin of n_σ·σ that the grid keeps
-  /// around them. The analysis and the separable passes then read no pixel
-  /// outside the box; the result is bitwise what it is without boxes
-  /// (tests/gpu/slice_box_gpu_test.cpp). A wrong promise gives a wrong
-  /// result, and an invalid pixel outside the box goes unreported: checking
-  /// would read what the box spares.
+  /// has image 0. No method reads a pixel outside the box (image or σ): the
+  /// producer need not write them, and the result is bitwise what it is
+  /// with zeros there and without boxes (tests/gpu/slice_box_gpu_test.cpp).
+  /// The engine's boxes are the layers' spot-fluence footprints, inside a
+  /// margin of n_σ·σ that the grid keeps around them; its layer kernel
+  /// writes nothing outside them. A wrong promise gives a wrong result, and
+  /// an invalid pixel outside the box goes unreported: checking would read
+  /// what the box spares.
   /// Superposer::superpose (host arrays) ignores it.
   const SliceBox* slice_box = nullptr;
   /// Optional, device calls only: the output's slices summed in groups, for
