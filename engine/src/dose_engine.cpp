@@ -972,6 +972,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) c
         HostTimeline::mark("layers: tables built");
         const LayerImagesSummary images = exec.layer_images(args, stack_slices, tables, options_.nuclear_halo);
         stage_done(result.timings.layer_images_s);
+        HostTimeline::mark("layers: stage timed");
         if (images.overshoot_px > 0 && attempt == 0) {
           // A kernel reaches past the grid edge: widen and redo rather than clip.
           const double m_max = std::max(grid.magnification_x(grid.depth_mm(grid.slices - 1)), 1.0);
@@ -1015,6 +1016,7 @@ DoseResult DoseEngine::compute(const PreparedCt& ct, const PreparedPlan& plan) c
                         label, hg.cols, hg.rows, hg.pitch_x_mm, reach, pads.cols_before, pads.rows_before,
                         pads.cols_after, pads.rows_after, args.halo_column_bin, stack_slices,
                         std::sqrt(images.max_halo_variance_mm2));
+          HostTimeline::mark("halo: grid sized");
           const auto t_halo = Clock::now();
           exec.start_halo(geometry, geometry_of(hg), binning, stack_slices, tables, beam_from_out_index);
           halo_call_s = seconds_since(t_halo);
