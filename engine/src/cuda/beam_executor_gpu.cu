@@ -1220,7 +1220,6 @@ class GpuBeamExecutor final : public BeamExecutor {
     slice_summary_.reserve(kSliceSummaryFields * stack_slices);
     slice_boxes_.reserve(std::max<std::size_t>(stack_slices, 1));
     if (!spread_before) fluence_boxes_.reserve(std::max<std::size_t>(layers.size(), 1));
-    summary_slices_ = stack_slices;
     const std::size_t boxes_to_reset = spread_before ? 0 : layers.size();
     if (const std::size_t threads = std::max(stack_slices, boxes_to_reset); threads > 0) {  // no blocks: a launch error
       reset_layer_stage_kernel<<<blocks_for(threads), kThreads, 0, stream_>>>(slice_summary_.get(), stack_slices,
@@ -1350,10 +1349,9 @@ class GpuBeamExecutor final : public BeamExecutor {
     // then reads only the slices it leaves open.
     // And its slices' boxes: the superposer reads nothing outside the
     // layers' spot fluence (on the water cube, 57 % of the stack's pixels
-    // are inside), where the layer kernel wrote nothing.
-    if (summary_slices_ != stack_slices)
-      throw InternalError("superposition of a stack of " + std::to_string(stack_slices) +
-                          " slices: the layer kernel's summary and boxes are of " + std::to_string(summary_slices_));
+    // are inside), where the layer kernel wrote nothing. Both are of the
+    // last layer_images' stack (its caller, or superpose_stack after
+    // check_stack_staged), as the groups are.
     in.slice_summary = slice_summary_.get();
     in.slice_box = slice_boxes_.get();
     in.groups = {bev_slices, group_begin_.get(), group_members_.get(), bev_.get()};
@@ -2061,7 +2059,6 @@ class GpuBeamExecutor final : public BeamExecutor {
   DeviceSuperposer superposer_;
   DeviceBuffer<unsigned long long> slice_summary_;  ///< the last layer_images' stack summary (SliceSummaryWriter)
   DeviceBuffer<unsigned long long> halo_slice_summary_;  ///< the last bin_halo's coarse stack summary
-  std::size_t summary_slices_ = 0;                 ///< its stack's slice count
   DeviceSuperposer halo_superposer_;  ///< the halo's, so that it can run alongside superposer_
   /// A prepared CT in device memory.
   struct PatientBuffers {
