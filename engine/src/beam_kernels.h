@@ -999,17 +999,30 @@ PD_HD inline void halo_bin_pixel(const HaloBinning& h, const float* halo_image, 
 /// variances (mm²), each [row][ceil(fine_cols / b)] for one stack slice, a
 /// share ≤ 0 left out of both. The same block sums as halo_bin_pixel's, in
 /// double as there, added in another order.
+/// `fine_box` (the stack slice's SliceBox, begin ≥ 0; null: the whole
+/// slice): only the bins that reach into it are read (rows inside it, bins
+/// with a column inside it), the others count as 0 without being read —
+/// the GPU's layer kernel writes no other. Bitwise the same sums where the
+/// others hold 0 (they would be added as +0, in the same order).
 PD_HD inline void halo_bin_pixel_from_column_bins(const HaloBinning& h, const double* share_sum,
                                                   const double* weighted_sum, int coarse_row, int coarse_col,
                                                   double px_mm, double py_mm, float* image_out, float* sx_out,
-                                                  float* sy_out) {
+                                                  float* sy_out, const SliceBox* fine_box = nullptr) {
   const int b = h.column_bin;
   const int bins_per_row = (h.fine_cols + b - 1) / b;
-  const int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
+  int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
   double sum = 0, weighted_variance = 0;
   if (r0 >= 0 && c0 >= 0) {
-    const int j0 = c0 / b, j_end = j0 + h.factor / b < bins_per_row ? j0 + h.factor / b : bins_per_row;
-    const int r_end = r0 + h.factor < h.fine_rows ? r0 + h.factor : h.fine_rows;
+    int j0 = c0 / b, j_end = j0 + h.factor / b < bins_per_row ? j0 + h.factor / b : bins_per_row;
+    int r_end = r0 + h.factor < h.fine_rows ? r0 + h.factor : h.fine_rows;
+    if (fine_box) {  // the block's rows and bins that reach into the box
+      const SliceBox& f = *fine_box;
+      if (f.row_begin > r0) r0 = f.row_begin;
+      if (f.row_end < r_end) r_end = f.row_end;
+      if (f.col_begin / b > j0) j0 = f.col_begin / b;
+      if (f.col_end <= 0) j_end = j0;
+      else if ((f.col_end + b - 1) / b < j_end) j_end = (f.col_end + b - 1) / b;
+    }
     const int row_bins = j_end - j0, count = r_end > r0 && row_bins > 0 ? (r_end - r0) * row_bins : 0;
     // The block's bins row by row, in batches whose loads are all issued
     // before the first add: one after the other, each waited for its load

@@ -744,6 +744,62 @@ TEST(BeamKernels, CoarseSliceBoxHoldsExactlyTheCoarsePixelsThatBinShares) {
   EXPECT_GT(boxes, 135);
 }
 
+// With the fine slice's box, halo_bin_pixel_from_column_bins reads no column
+// sum that does not reach into it (the GPU's layer kernel writes none):
+// NaN there gives bitwise the binning of zeros there, for boxes of every
+// shape, empty and inverted ones included (all NaN: all zero).
+TEST(BeamKernels, HaloBinFromColumnSumsReadsNoSumOutsideTheFineBox) {
+  std::mt19937 rng(17u);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  int non_zero = 0;
+  for (int b : {1, 4, 8})
+    for (int multiple : {1, 2})
+      for (const HaloPads& pads : kHaloPadCases)
+        for (int trial = 0; trial < 12; ++trial) {
+          const int fine_cols = 41, fine_rows = 29, f = b * multiple;
+          const k::HaloBinning h = halo_binning(f, pads, fine_cols, fine_rows, b);
+          std::uniform_int_distribution<int> col(0, fine_cols), row(0, fine_rows);
+          const int c0 = col(rng), c1 = col(rng), r0 = row(rng), r1 = row(rng);
+          const bool ordered = trial % 6 != 0;
+          protondose::SliceBox fine;
+          fine.col_begin = ordered ? std::min(c0, c1) : std::max(c0, c1);
+          fine.col_end = ordered ? std::max(c0, c1) : std::min(c0, c1);
+          fine.row_begin = std::min(r0, r1);
+          fine.row_end = std::max(r0, r1);
+          // Random sums on the bins that reach into the box; 0 (as written)
+          // or NaN (unwritten) on the others.
+          const int bins_per_row = (fine_cols + b - 1) / b;
+          std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
+          std::vector<double> sum_unwritten(sum.size(), nan), weighted_unwritten(sum.size(), nan);
+          for (int r = fine.row_begin; r < fine.row_end; ++r)
+            for (int j = 0; j < bins_per_row; ++j) {
+              if (!(j * b < fine.col_end && j * b + b > fine.col_begin)) continue;
+              const std::size_t q = static_cast<std::size_t>(r) * bins_per_row + j;
+              sum[q] = sum_unwritten[q] = unit(rng) < 0.2 ? 0.0 : unit(rng);
+              weighted[q] = weighted_unwritten[q] = sum[q] * (10.0 + 2500.0 * unit(rng));
+            }
+          for (int cr = 0; cr < h.rows; ++cr)
+            for (int cc = 0; cc < h.cols; ++cc) {
+              float image, sx, sy, image_boxed, sx_boxed, sy_boxed;
+              k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
+              k::halo_bin_pixel_from_column_bins(h, sum_unwritten.data(), weighted_unwritten.data(), cr, cc, 8.0, 6.0,
+                                                 &image_boxed, &sx_boxed, &sy_boxed, &fine);
+              const auto where = [&] {
+                return "bin " + std::to_string(b) + ", f " + std::to_string(f) + ", " + pads_name(pads) +
+                       ", fine box cols [" + std::to_string(fine.col_begin) + ", " + std::to_string(fine.col_end) +
+                       ") rows [" + std::to_string(fine.row_begin) + ", " + std::to_string(fine.row_end) +
+                       "), coarse (" + std::to_string(cr) + ", " + std::to_string(cc) + ")";
+              };
+              ASSERT_EQ(image_boxed, image) << where();
+              ASSERT_EQ(sx_boxed, sx) << where();
+              ASSERT_EQ(sy_boxed, sy) << where();
+              if (image > 0) ++non_zero;
+            }
+        }
+  EXPECT_GT(non_zero, 1000);
+}
+
 // Where every share has the same variance (water, a parallel beam), the
 // coarse pixels' σ must be bitwise that of the pixel binning, or the halo
 // slice stops being uniform and loses its separable passes.

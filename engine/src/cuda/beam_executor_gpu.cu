@@ -569,22 +569,26 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
         LayerSliceSummary<Index>{SliceSummaryWriter{slice_summary, stack_slices, L.stack_offset}}, halo);
   } else {
     // Outside the layer's fluence box nothing is written at all: the
-    // superposer reads no pixel outside a slice's box (SliceBox). The
-    // zeros there were 43 % of the water cube's stack, and writing them
-    // took 0.23 ms of the kernel's 1.25 (ncu, H100).
-    const bool in_box = on_grid && col >= fluence_box.col_begin && col < fluence_box.col_end &&
-                        row >= fluence_box.row_begin && row < fluence_box.row_end;
+    // superposer reads no pixel outside a slice's box (SliceBox), the halo's
+    // binning no column group that does not reach into it. The zeros there
+    // were 43 % of the water cube's stack, and writing them took 0.23 ms of
+    // the kernel's 1.25 (ncu, H100).
+    const bool row_in_box = on_grid && row >= fluence_box.row_begin && row < fluence_box.row_end;
+    const bool in_box = row_in_box && col >= fluence_box.col_begin && col < fluence_box.col_end;
+    const int group_col = bin * kColumnBin;
+    const bool group_in_box =
+        row_in_box && group_col < fluence_box.col_end && group_col + kColumnBin > fluence_box.col_begin;
     const Index plane = static_cast<Index>(s.grid.plane());
     const Index ray = in_box ? static_cast<Index>(row) * static_cast<Index>(s.grid.cols) + static_cast<Index>(col) : 0;
     Index i = static_cast<Index>(L.stack_offset) * plane + ray;
-    if (__any_sync(0xffffffffu, in_box) || halo.share_sum)
+    if (__any_sync(0xffffffffu, in_box || (group_in_box && halo.share_sum)))
       for (int k = 0; k < L.slices; ++k, i += plane) {
         if (in_box) {
           s.image[i] = 0.0f;
           s.sigma_x_px[i] = 0.0f;
           s.sigma_y_px[i] = 0.0f;
         }
-        halo.template store_zero<Index>(k);
+        if (group_in_box) halo.template store_zero<Index>(k);
       }
   }
   if (overshoot != INT_MIN) atomicMax(overshoot_max, overshoot);
@@ -716,16 +720,15 @@ __global__ void halo_bin_kernel(kernels::HaloBinning h, BevGeometry hg, kernels:
   pixels.split(p, &coarse_col, &coarse_row, &st);
   const int r0 = (coarse_row - h.pad_rows) * h.factor, c0 = (coarse_col - h.pad_cols) * h.factor;
   float value = 0.0f, sigma_x = 0.0f, sigma_y = 0.0f;
-  // (Zeros without reading the column sums outside the slice's box too, not
-  // only in the pad: 155 µs either way on the water cube, H100; 184 with the
-  // box tested first, for every pixel.)
+  // Within the block, only the column sums that reach into the stack
+  // slice's box are read: the layer kernel writes no other.
   if (r0 >= 0 && c0 >= 0 && r0 < h.fine_rows && c0 < h.fine_cols) {  // else the pad: zeros
     const double d = hg.depth_mm(depth_slice[st]);
     const double px = hg.pitch_x_mm * hg.magnification_x(d), py = hg.pitch_y_mm * hg.magnification_y(d);
     const std::size_t bin_plane = static_cast<std::size_t>((h.fine_cols + h.column_bin - 1) / h.column_bin) *
                                   static_cast<std::size_t>(h.fine_rows);
     kernels::halo_bin_pixel_from_column_bins(h, share_sum + st * bin_plane, weighted_sum + st * bin_plane, coarse_row,
-                                             coarse_col, px, py, &value, &sigma_x, &sigma_y);
+                                             coarse_col, px, py, &value, &sigma_x, &sigma_y, &fine_boxes[st]);
   }
   image[p] = value;
   sx[p] = sigma_x;
