@@ -596,7 +596,8 @@ __global__ void __launch_bounds__(kThreads, 4) layer_kernel(kernels::LayerStackA
   if (halo_variance_max > 0) atomicMax(max_halo_variance_bits, __float_as_uint(halo_variance_max));  // ≥ 0: bits order as values
   // The energy summed over the warp, one atomic per warp: summed over the
   // block, every warp waited at its barrier for the block's slowest (the
-  // warps without protons for those with: 13 % of the stall samples).
+  // warps without protons for those with: 13 % of the stall samples, ncu),
+  // though the kernel's time did not measurably change (1,253 → 1,247 µs, H100).
   double warp_energy = energy;
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) warp_energy += __shfl_down_sync(0xffffffffu, warp_energy, offset);
