@@ -926,9 +926,13 @@ class GpuBeamExecutor final : public BeamExecutor {
     // Beside stream_, at the least priority, beside_stream_ clears the BEV
     // while stream_ runs the layer kernel: stream_ one step above, so that
     // the layer kernel's blocks go first.
-    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, cuda::stream_priority_above_least()));
-    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&beside_stream_, cudaStreamNonBlocking, cuda::stream_priority(false)));
-    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&halo_stream_, cudaStreamNonBlocking, cuda::stream_priority(true)));
+    using cuda::StreamPriority;
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
+                                               cuda::stream_priority(StreamPriority::kAboveLeast)));
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&beside_stream_, cudaStreamNonBlocking,
+                                               cuda::stream_priority(StreamPriority::kLeast)));
+    PD_CUDA_CHECK(cudaStreamCreateWithPriority(&halo_stream_, cudaStreamNonBlocking,
+                                               cuda::stream_priority(StreamPriority::kGreatest)));
     void* pinned = nullptr;
     PD_CUDA_CHECK(cudaMallocHost(&pinned, sizeof(PinnedSmall)));
     pinned_ = new (pinned) PinnedSmall{};

@@ -292,7 +292,8 @@ DeviceSuperposer::DeviceSuperposer(SuperpositionMethod method, const Superpositi
   impl_->method = method;
   impl_->options = options;
   use_device(options.gpu_device, std::string("superposition method '") + method_name(method) + "'");
-  const int priority = cuda::stream_priority(options.high_priority_streams);
+  const int priority = cuda::stream_priority(options.high_priority_streams ? cuda::StreamPriority::kGreatest
+                                                                          : cuda::StreamPriority::kLeast);
   PD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl_->stream, cudaStreamNonBlocking, priority));
   impl_->bucket_dispatch = std::make_unique<cuda::BucketDispatch>(priority);
 }

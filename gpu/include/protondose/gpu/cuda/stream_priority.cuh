@@ -6,22 +6,25 @@
 
 namespace protondose::cuda {
 
-/// A stream priority of the current device: its greatest (numerically the
-/// lowest: −5 on an H100), whose kernels' blocks are scheduled before those of
-/// other streams as SMs free up, or its least (0, the default).
-inline int stream_priority(bool greatest) {
-  int least_priority = 0, greatest_priority = 0;
-  PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-  return greatest ? greatest_priority : least_priority;
-}
+/// Where a stream's kernels stand when their blocks wait for an SM: blocks of
+/// a stream of greater priority are scheduled first, as SMs free up (blocks
+/// already running are not preempted).
+enum class StreamPriority {
+  kLeast,       ///< the default (0)
+  kAboveLeast,  ///< one step above the least (−1 on an H100; the least where the device has only one)
+  kGreatest,    ///< numerically the lowest (−5 on an H100)
+};
 
-/// The priority one step above the least (−1 on an H100; the least where the
-/// device has only one): for a stream whose kernels' blocks should go before
-/// those of a stream of the least priority running beside it.
-inline int stream_priority_above_least() {
+/// The current device's priority value for `level`.
+inline int stream_priority(StreamPriority level) {
   int least_priority = 0, greatest_priority = 0;
   PD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-  return least_priority > greatest_priority ? least_priority - 1 : least_priority;
+  switch (level) {
+    case StreamPriority::kGreatest: return greatest_priority;
+    case StreamPriority::kAboveLeast: return least_priority > greatest_priority ? least_priority - 1 : least_priority;
+    case StreamPriority::kLeast: break;
+  }
+  return least_priority;
 }
 
 }  // namespace protondose::cuda
