@@ -634,6 +634,20 @@ std::string pads_name(const HaloPads& p) {
          std::to_string(p.cols_after) + "/" + std::to_string(p.rows_after) + " after";
 }
 
+/// A random box of a fine slice of fine_cols × fine_rows: ordered ends but
+/// on every sixth trial, whose columns are inverted (or empty).
+protondose::SliceBox random_fine_box(std::mt19937& rng, int trial, int fine_cols, int fine_rows) {
+  std::uniform_int_distribution<int> col(0, fine_cols), row(0, fine_rows);
+  const int c0 = col(rng), c1 = col(rng), r0 = row(rng), r1 = row(rng);
+  const bool ordered = trial % 6 != 0;
+  protondose::SliceBox fine;
+  fine.col_begin = ordered ? std::min(c0, c1) : std::max(c0, c1);
+  fine.col_end = ordered ? std::max(c0, c1) : std::min(c0, c1);
+  fine.row_begin = std::min(r0, r1);
+  fine.row_end = std::max(r0, r1);
+  return fine;
+}
+
 }  // namespace
 
 // halo_bin_pixel_from_column_bins (the GPU's binning) against halo_bin_pixel
@@ -701,15 +715,7 @@ TEST(BeamKernels, CoarseSliceBoxHoldsExactlyTheCoarsePixelsThatBinShares) {
         for (int trial = 0; trial < 12; ++trial) {
           const int fine_cols = 41, fine_rows = 29, f = b * multiple;
           const k::HaloBinning h = halo_binning(f, pads, fine_cols, fine_rows, b);
-          std::uniform_int_distribution<int> col(0, fine_cols), row(0, fine_rows);
-          // Ordered ends but every sixth box, which is inverted or empty.
-          const int c0 = col(rng), c1 = col(rng), r0 = row(rng), r1 = row(rng);
-          const bool ordered = trial % 6 != 0;
-          protondose::SliceBox fine;
-          fine.col_begin = ordered ? std::min(c0, c1) : std::max(c0, c1);
-          fine.col_end = ordered ? std::max(c0, c1) : std::min(c0, c1);
-          fine.row_begin = std::min(r0, r1);
-          fine.row_end = std::max(r0, r1);
+          const protondose::SliceBox fine = random_fine_box(rng, trial, fine_cols, fine_rows);
           // Column sums of shares > 0 on every fine pixel of the box, 0 elsewhere.
           const int bins_per_row = (fine_cols + b - 1) / b;
           std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
@@ -759,14 +765,7 @@ TEST(BeamKernels, HaloBinFromColumnSumsReadsNoSumOutsideTheFineBox) {
         for (int trial = 0; trial < 12; ++trial) {
           const int fine_cols = 41, fine_rows = 29, f = b * multiple;
           const k::HaloBinning h = halo_binning(f, pads, fine_cols, fine_rows, b);
-          std::uniform_int_distribution<int> col(0, fine_cols), row(0, fine_rows);
-          const int c0 = col(rng), c1 = col(rng), r0 = row(rng), r1 = row(rng);
-          const bool ordered = trial % 6 != 0;
-          protondose::SliceBox fine;
-          fine.col_begin = ordered ? std::min(c0, c1) : std::max(c0, c1);
-          fine.col_end = ordered ? std::max(c0, c1) : std::min(c0, c1);
-          fine.row_begin = std::min(r0, r1);
-          fine.row_end = std::max(r0, r1);
+          const protondose::SliceBox fine = random_fine_box(rng, trial, fine_cols, fine_rows);
           // Random sums on the bins that reach into the box; 0 (as written)
           // or NaN (unwritten) on the others.
           const int bins_per_row = (fine_cols + b - 1) / b;
