@@ -332,10 +332,10 @@ __device__ inline void multiply_rows_one_warp(
 /// b (region rows 16b … 16b + 15, row 0 at y0 − 8RB) is reached by tile row
 /// j where j + 8RB − radius ≤ 16b + 15 and j + 8RB + radius ≥ 16b. The
 /// choice is warp-uniform and compile-time inside (no branch in the
-/// products). At RB 1 and radius 4, the first and last four rows of a tile
-/// reach one block only (a quarter of the products); at RB 2 (radius > 8)
-/// every row reaches block 1 and one outer block at least (at radius 12,
-/// 8 of the 48 row-block products are out of reach).
+/// products). RB 1 only: at radius 4, the first and last four rows of a
+/// tile reach one block only (a quarter of the products). (At RB 2 the
+/// three copies of the products cost more in instruction fetch than the
+/// skipped products saved: scatter_tensor_core_warp_rb2_kernel.)
 template <int kRadiusClass, int kRows>
 __device__ inline void multiply_reached_rows(
     int first_row, int radius, const float* kyv, const float* kx,
@@ -348,23 +348,13 @@ __device__ inline void multiply_reached_rows(
   // block 0; the last is NB − 2 where the last row's ends above the last block.
   const bool skips_first = first_row + 8 * G::RB - radius > 15;
   const bool skips_last = last_row + 8 * G::RB + radius < 16 * (G::kRowBlocks - 1);
-  constexpr int kLast = G::kRowBlocks - 1;
-  if constexpr (G::RB == 1) {  // blocks 0 and 1: (0, 1), (0, 0) or (1, 1)
-    if (skips_last)
-      multiply_rows_one_warp<kRadiusClass, 0, 0>(kyv, kx, a_offset, rowbase, b_offset, part);
-    else if (skips_first)
-      multiply_rows_one_warp<kRadiusClass, 1, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
-    else
-      multiply_rows_one_warp<kRadiusClass, 0, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
-  } else {  // RB 2, radius > 8: (0, 2), (0, 1) or (1, 2)
-    static_assert(G::RB == 2 && kRadiusClass - kRadiusClassStep >= kTileRows / 2, "every row reaches an outer block");
-    if (skips_last)
-      multiply_rows_one_warp<kRadiusClass, 0, kLast - 1>(kyv, kx, a_offset, rowbase, b_offset, part);
-    else if (skips_first)
-      multiply_rows_one_warp<kRadiusClass, 1, kLast>(kyv, kx, a_offset, rowbase, b_offset, part);
-    else
-      multiply_rows_one_warp<kRadiusClass, 0, kLast>(kyv, kx, a_offset, rowbase, b_offset, part);
-  }
+  static_assert(G::RB == 1, "the region's blocks 0 and 1: (0, 1), (0, 0) or (1, 1)");
+  if (skips_last)
+    multiply_rows_one_warp<kRadiusClass, 0, 0>(kyv, kx, a_offset, rowbase, b_offset, part);
+  else if (skips_first)
+    multiply_rows_one_warp<kRadiusClass, 1, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
+  else
+    multiply_rows_one_warp<kRadiusClass, 0, 1>(kyv, kx, a_offset, rowbase, b_offset, part);
 }
 
 /// Adds a tile's output region (shared memory, [kRegionRows][kRegionCols],
@@ -819,10 +809,21 @@ __global__ void __launch_bounds__(32, WarpSharedSumGeometry<kRadiusClass>::kWarp
 
   TileColumnPixels pixels(p, s, x0, y0, lane);
 
+  // Instruction fetch decides the loops below. With the chunk's rows
+  // unrolled in the table build and the products, and the products in three
+  // copies (the row blocks each step reaches, as at RB 1), the kernel's code
+  // was 76 KB at R' = 12 and 87 KB at 16, and its warps waited for
+  // instructions (ncu at fixed r 12: 1.2 warps stalled on "no instruction"
+  // per issue, a fifth of the stall samples). One row at a time in both, and
+  // every row block multiplied (8 of 48 row-block products at radius 12 are
+  // out of reach and come out zero): 36 KB and 39 KB, 0.09 stalled per
+  // issue, 17 % more HMMA and still 1–3 % faster — fixed r 12 0.956 →
+  // 0.933 ms, 16 1.236 → 1.214, the depth stack 0.634 → 0.617 (H100,
+  // docs/benchmarks.md run 66).
 #pragma unroll 1
   for (int chunk = 0; chunk < kTileRows; chunk += kChunkRows) {
     bool any_nonzero = false;  // warp-uniform
-#pragma unroll
+#pragma unroll 1
     for (int j = 0; j < kChunkRows; ++j) {
       const float v = pixels.v, sx = pixels.sx, sy = pixels.sy;
       if (chunk + j + 1 < kTileRows) pixels.load(chunk + j + 1);
@@ -836,9 +837,12 @@ __global__ void __launch_bounds__(32, WarpSharedSumGeometry<kRadiusClass>::kWarp
     __syncwarp();
 
     if (any_nonzero) {
-      int a_offset[kChunkRows][kRowBlocks][2], rowbase[kChunkRows];
-      a_table_offsets<kRadiusClass, kChunkRows, kStride>(0, chunk, g, t, a_offset, rowbase);
-      multiply_reached_rows<kRadiusClass, kChunkRows>(chunk, radius, kyv, kx, a_offset, rowbase, b_offset, part);
+#pragma unroll 1
+      for (int k = 0; k < kChunkRows; ++k) {
+        int a_offset[1][kRowBlocks][2], rowbase[1];
+        a_table_offsets<kRadiusClass, 1, kStride>(k, chunk + k, g, t, a_offset, rowbase);
+        multiply_rows_one_warp<kRadiusClass, 0, kRowBlocks - 1>(kyv, kx, a_offset, rowbase, b_offset, part);
+      }
     }
     if ((chunk + kChunkRows) % W::kRowsPerSum == 0) {
       add_part_to_region(chunk + kChunkRows == W::kRowsPerSum);
