@@ -100,6 +100,7 @@ Timing time_superposition(SuperpositionVariant variant, const SuperpositionInput
                             variant == SuperpositionVariant::kTensorCore ||
                             variant == SuperpositionVariant::kTensorCoreDeterministic;
   p.separable_uniform_slices = options.separable_uniform_slices && host_buckets;
+  p.clear_output_in_analysis = host_buckets;  // as DeviceSuperposer::run without a queued analysis or summary
   cuda::SeparableScratch separable_scratch;
   cuda::DeviceBuffer<unsigned char> scratch(cuda::analysis_bytes(p));
   const cuda::StackAnalysis a = cuda::analysis_layout(p, scratch.get());

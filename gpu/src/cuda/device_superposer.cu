@@ -200,6 +200,10 @@ struct DeviceSuperposer::Impl {
     const std::size_t count = in.shape.pixel_count();
     const bool scatter = method != SuperpositionMethod::kGpuGatherExact;
     const bool host_launched = host_buckets();
+    // An analysis run here, of every slice, clears the output as it reads
+    // the stack (StackParams::clear_output_in_analysis); one queued ahead
+    // ran while the output could still be another's.
+    p.clear_output_in_analysis = host_launched && !analysed && in.slice_summary == nullptr;
     // The host-launched bucket paths clear the output themselves once they
     // know which slices run as separable passes (those need no clearing).
     if (!host_launched) {

@@ -168,6 +168,21 @@ __global__ void analyse_tiles_kernel(StackParams p, StackAnalysis a) {
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j)
       inside[j] = x < p.cols && ty * kTileRows + static_cast<int>(threadIdx.y) + j * kBlockRows < p.rows;
+    // The output's clearing rides on the analysis's reads (201 MB read and
+    // 67 MB written for a 64 × 512² stack: 10–20 µs less than a memset
+    // after the round trip, docs/benchmarks.md run 66).
+    if (p.clear_output_in_analysis) {
+#pragma unroll
+      for (int j = 0; j < kRowsPerThread; ++j) {
+        if (!inside[j]) continue;
+        const int y = ty * kTileRows + threadIdx.y + j * kBlockRows;
+        const std::size_t i = (static_cast<std::size_t>(s) * p.rows + y) * p.cols + x;
+        if (p.out_fixed)
+          p.out_fixed[i] = 0ull;
+        else
+          p.out[i] = 0.0f;
+      }
+    }
     int radius = -1;
     float largest = 0.0f;
     float sx_min = INFINITY, sx_max = 0.0f, sy_min = INFINITY, sy_max = 0.0f;
@@ -805,18 +820,21 @@ DispatchCounts launch_buckets_from_host(const StackParams& p, const StackAnalysi
   // The output was not cleared up front (DeviceSuperposer): the column pass
   // writes every pixel of a separable slice, the scatter adds into the rest.
   // At 95 M pixels (the water cube's stack, every slice separable) a clearing
-  // memset was ~0.13 ms of an H100.
-  const std::size_t count = static_cast<std::size_t>(p.slices) * p.rows * p.cols;
-  if (dispatched.uniform_slices == 0) {
-    if (p.out_fixed)
-      PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
-    else
-      PD_CUDA_CHECK(cudaMemsetAsync(p.out, 0, count * sizeof(float), stream));
-  } else if (dispatched.uniform_slices < p.slices) {
-    const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
-    const unsigned blocks_per_slice = static_cast<unsigned>((plane + 4 * 256 - 1) / (4 * 256));
-    clear_scattered_slices_kernel<<<dim3(blocks_per_slice, static_cast<unsigned>(p.slices)), 256, 0, stream>>>(p, a);
-    PD_CUDA_CHECK_LAUNCH("clear_scattered_slices_kernel");
+  // memset was ~0.13 ms of an H100. Where the analysis cleared it while
+  // reading the stack (StackParams::clear_output_in_analysis), nothing is left.
+  if (!p.clear_output_in_analysis) {
+    const std::size_t count = static_cast<std::size_t>(p.slices) * p.rows * p.cols;
+    if (dispatched.uniform_slices == 0) {
+      if (p.out_fixed)
+        PD_CUDA_CHECK(cudaMemsetAsync(p.out_fixed, 0, count * sizeof(unsigned long long), stream));
+      else
+        PD_CUDA_CHECK(cudaMemsetAsync(p.out, 0, count * sizeof(float), stream));
+    } else if (dispatched.uniform_slices < p.slices) {
+      const std::size_t plane = static_cast<std::size_t>(p.rows) * p.cols;
+      const unsigned blocks_per_slice = static_cast<unsigned>((plane + 4 * 256 - 1) / (4 * 256));
+      clear_scattered_slices_kernel<<<dim3(blocks_per_slice, static_cast<unsigned>(p.slices)), 256, 0, stream>>>(p, a);
+      PD_CUDA_CHECK_LAUNCH("clear_scattered_slices_kernel");
+    }
   }
   // With more than one bucket (or a bucket beside separable slices), the
   // buckets go round-robin over the side streams, largest radii first, and

@@ -49,6 +49,14 @@ struct StackParams {
   const SliceBox* slice_box = nullptr;
   /// SuperpositionInput::groups (count 0: none).
   SuperpositionInput::SliceGroups groups;
+  /// The analysis zeroes the output (out, or out_fixed) of every slice it
+  /// reads while it reads the slice's pixels, and the host-launched dispatch
+  /// clears nothing after the round trip (launch_buckets_from_host). Only
+  /// where the analysis reads every slice (no slice_summary) and runs right
+  /// before the dispatch (not queued ahead of it, when the output may still
+  /// be another's to read): DeviceSuperposer::run. A stack of uniform slices
+  /// then pays a clearing its column passes would not have needed.
+  bool clear_output_in_analysis = false;
   __host__ __device__ int tile_count() const { return tiles_x * tiles_y * slices; }
 };
 
