@@ -752,9 +752,8 @@ struct WarpSharedSumGeometry {
 /// times. Three blocks' sums would take 84–96 registers and as many fresh
 /// ones: here only the fresh sums stay in registers, and every kRowsPerSum
 /// source rows they are added to the tile's sums in shared memory (float2
-/// loads and stores, the block kernel's numerics). Each step multiplies only
-/// the row blocks its source rows reach at the tile's radius (a
-/// compile-time choice of first and last block: no branch in the products).
+/// loads and stores, the block kernel's numerics). Source rows one at a
+/// time, each into all three row blocks (the loops' comment below says why).
 template <int kRadiusClass>
 __global__ void __launch_bounds__(32, WarpSharedSumGeometry<kRadiusClass>::kWarpsPerSm)
     scatter_tensor_core_warp_rb2_kernel(StackParams p, const int* tile_list, int radius) {
