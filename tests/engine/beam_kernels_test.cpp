@@ -648,6 +648,47 @@ protondose::SliceBox random_fine_box(std::mt19937& rng, int trial, int fine_cols
   return fine;
 }
 
+/// One case of the halo-box tests: a fine slice of 41 × 29 px binned by b
+/// (grid factor f, pads), a random box of it, and column sums of zeros, one
+/// per fine row and bin (bins_per_row a row).
+struct HaloBoxCase {
+  static constexpr int kFineCols = 41, kFineRows = 29;
+  int b = 0, f = 0;
+  const HaloPads* pads = nullptr;
+  k::HaloBinning h;
+  protondose::SliceBox fine;
+  int bins_per_row = 0;
+  std::vector<double> sum, weighted;
+  std::size_t bin(int row, int j) const { return static_cast<std::size_t>(row) * bins_per_row + j; }
+  std::string where(int cr, int cc) const {
+    return "bin " + std::to_string(b) + ", f " + std::to_string(f) + ", " + pads_name(*pads) + ", fine box cols [" +
+           std::to_string(fine.col_begin) + ", " + std::to_string(fine.col_end) + ") rows [" +
+           std::to_string(fine.row_begin) + ", " + std::to_string(fine.row_end) + "), coarse (" + std::to_string(cr) +
+           ", " + std::to_string(cc) + ")";
+  }
+};
+
+/// Calls body(HaloBoxCase&) for bins of 1, 4 and 8, grid factors of one and
+/// two bins, every pad case, and 12 random boxes each (random_fine_box).
+template <class Body>
+void for_each_halo_box_case(std::mt19937& rng, Body&& body) {
+  for (int b : {1, 4, 8})
+    for (int multiple : {1, 2})
+      for (const HaloPads& pads : kHaloPadCases)
+        for (int trial = 0; trial < 12; ++trial) {
+          HaloBoxCase c;
+          c.b = b;
+          c.f = b * multiple;
+          c.pads = &pads;
+          c.h = halo_binning(c.f, pads, HaloBoxCase::kFineCols, HaloBoxCase::kFineRows, b);
+          c.fine = random_fine_box(rng, trial, HaloBoxCase::kFineCols, HaloBoxCase::kFineRows);
+          c.bins_per_row = (HaloBoxCase::kFineCols + b - 1) / b;
+          c.sum.assign(static_cast<std::size_t>(c.bins_per_row) * HaloBoxCase::kFineRows, 0.0);
+          c.weighted.assign(c.sum.size(), 0.0);
+          body(c);
+        }
+}
+
 }  // namespace
 
 // halo_bin_pixel_from_column_bins (the GPU's binning) against halo_bin_pixel
@@ -709,44 +750,34 @@ TEST(BeamKernels, HaloBinFromColumnSumsEqualsThePixelBinning) {
 TEST(BeamKernels, CoarseSliceBoxHoldsExactlyTheCoarsePixelsThatBinShares) {
   std::mt19937 rng(13u);
   int boxes = 0;
-  for (int b : {1, 4, 8})
-    for (int multiple : {1, 2})
-      for (const HaloPads& pads : kHaloPadCases)
-        for (int trial = 0; trial < 12; ++trial) {
-          const int fine_cols = 41, fine_rows = 29, f = b * multiple;
-          const k::HaloBinning h = halo_binning(f, pads, fine_cols, fine_rows, b);
-          const protondose::SliceBox fine = random_fine_box(rng, trial, fine_cols, fine_rows);
-          // Column sums of shares > 0 on every fine pixel of the box, 0 elsewhere.
-          const int bins_per_row = (fine_cols + b - 1) / b;
-          std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
-          for (int r = fine.row_begin; r < fine.row_end; ++r)
-            for (int c = fine.col_begin; c < fine.col_end; ++c) {
-              sum[static_cast<std::size_t>(r) * bins_per_row + c / b] += 1.0;
-              weighted[static_cast<std::size_t>(r) * bins_per_row + c / b] += 40.0;
-            }
-          const protondose::SliceBox coarse = k::coarse_slice_box(fine, h);
-          const bool empty = fine.col_begin >= fine.col_end || fine.row_begin >= fine.row_end;
-          if (empty) {
-            EXPECT_TRUE(coarse.col_begin >= coarse.col_end || coarse.row_begin >= coarse.row_end);
-            continue;
-          }
-          ++boxes;
-          for (int cr = 0; cr < h.rows; ++cr)
-            for (int cc = 0; cc < h.cols; ++cc) {
-              float image, sx, sy;
-              k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
-              const bool inside = cc >= coarse.col_begin && cc < coarse.col_end && cr >= coarse.row_begin &&
-                                  cr < coarse.row_end;
-              ASSERT_EQ(inside, image > 0.0f)
-                  << "bin " << b << ", f " << f << ", " << pads_name(pads) << ", fine box cols [" << fine.col_begin << ", "
-                  << fine.col_end << ") rows [" << fine.row_begin << ", " << fine.row_end << "), coarse (" << cr
-                  << ", " << cc << ")";
-              if (!inside) {
-                EXPECT_EQ(sx, 0.0f);
-                EXPECT_EQ(sy, 0.0f);
-              }
-            }
+  for_each_halo_box_case(rng, [&](HaloBoxCase& c) {
+    const protondose::SliceBox& fine = c.fine;
+    // Column sums of shares > 0 on every fine pixel of the box, 0 elsewhere.
+    for (int r = fine.row_begin; r < fine.row_end; ++r)
+      for (int col = fine.col_begin; col < fine.col_end; ++col) {
+        c.sum[c.bin(r, col / c.b)] += 1.0;
+        c.weighted[c.bin(r, col / c.b)] += 40.0;
+      }
+    const protondose::SliceBox coarse = k::coarse_slice_box(fine, c.h);
+    const bool empty = fine.col_begin >= fine.col_end || fine.row_begin >= fine.row_end;
+    if (empty) {
+      EXPECT_TRUE(coarse.col_begin >= coarse.col_end || coarse.row_begin >= coarse.row_end);
+      return;
+    }
+    ++boxes;
+    for (int cr = 0; cr < c.h.rows; ++cr)
+      for (int cc = 0; cc < c.h.cols; ++cc) {
+        float image, sx, sy;
+        k::halo_bin_pixel_from_column_bins(c.h, c.sum.data(), c.weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
+        const bool inside =
+            cc >= coarse.col_begin && cc < coarse.col_end && cr >= coarse.row_begin && cr < coarse.row_end;
+        ASSERT_EQ(inside, image > 0.0f) << c.where(cr, cc);
+        if (!inside) {
+          EXPECT_EQ(sx, 0.0f);
+          EXPECT_EQ(sy, 0.0f);
         }
+      }
+  });
   EXPECT_GT(boxes, 135);
 }
 
@@ -759,43 +790,30 @@ TEST(BeamKernels, HaloBinFromColumnSumsReadsNoSumOutsideTheFineBox) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   int non_zero = 0;
-  for (int b : {1, 4, 8})
-    for (int multiple : {1, 2})
-      for (const HaloPads& pads : kHaloPadCases)
-        for (int trial = 0; trial < 12; ++trial) {
-          const int fine_cols = 41, fine_rows = 29, f = b * multiple;
-          const k::HaloBinning h = halo_binning(f, pads, fine_cols, fine_rows, b);
-          const protondose::SliceBox fine = random_fine_box(rng, trial, fine_cols, fine_rows);
-          // Random sums on the bins that reach into the box; 0 (as written)
-          // or NaN (unwritten) on the others.
-          const int bins_per_row = (fine_cols + b - 1) / b;
-          std::vector<double> sum(static_cast<std::size_t>(bins_per_row) * fine_rows, 0.0), weighted(sum.size(), 0.0);
-          std::vector<double> sum_unwritten(sum.size(), nan), weighted_unwritten(sum.size(), nan);
-          for (int r = fine.row_begin; r < fine.row_end; ++r)
-            for (int j = 0; j < bins_per_row; ++j) {
-              if (!(j * b < fine.col_end && j * b + b > fine.col_begin)) continue;
-              const std::size_t q = static_cast<std::size_t>(r) * bins_per_row + j;
-              sum[q] = sum_unwritten[q] = unit(rng) < 0.2 ? 0.0 : unit(rng);
-              weighted[q] = weighted_unwritten[q] = sum[q] * (10.0 + 2500.0 * unit(rng));
-            }
-          for (int cr = 0; cr < h.rows; ++cr)
-            for (int cc = 0; cc < h.cols; ++cc) {
-              float image, sx, sy, image_boxed, sx_boxed, sy_boxed;
-              k::halo_bin_pixel_from_column_bins(h, sum.data(), weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
-              k::halo_bin_pixel_from_column_bins(h, sum_unwritten.data(), weighted_unwritten.data(), cr, cc, 8.0, 6.0,
-                                                 &image_boxed, &sx_boxed, &sy_boxed, &fine);
-              const auto where = [&] {
-                return "bin " + std::to_string(b) + ", f " + std::to_string(f) + ", " + pads_name(pads) +
-                       ", fine box cols [" + std::to_string(fine.col_begin) + ", " + std::to_string(fine.col_end) +
-                       ") rows [" + std::to_string(fine.row_begin) + ", " + std::to_string(fine.row_end) +
-                       "), coarse (" + std::to_string(cr) + ", " + std::to_string(cc) + ")";
-              };
-              ASSERT_EQ(image_boxed, image) << where();
-              ASSERT_EQ(sx_boxed, sx) << where();
-              ASSERT_EQ(sy_boxed, sy) << where();
-              if (image > 0) ++non_zero;
-            }
-        }
+  for_each_halo_box_case(rng, [&](HaloBoxCase& c) {
+    const protondose::SliceBox& fine = c.fine;
+    // Random sums on the bins that reach into the box; 0 (as written) or
+    // NaN (unwritten) on the others.
+    std::vector<double> sum_unwritten(c.sum.size(), nan), weighted_unwritten(c.sum.size(), nan);
+    for (int r = fine.row_begin; r < fine.row_end; ++r)
+      for (int j = 0; j < c.bins_per_row; ++j) {
+        if (!(j * c.b < fine.col_end && j * c.b + c.b > fine.col_begin)) continue;
+        const std::size_t q = c.bin(r, j);
+        c.sum[q] = sum_unwritten[q] = unit(rng) < 0.2 ? 0.0 : unit(rng);
+        c.weighted[q] = weighted_unwritten[q] = c.sum[q] * (10.0 + 2500.0 * unit(rng));
+      }
+    for (int cr = 0; cr < c.h.rows; ++cr)
+      for (int cc = 0; cc < c.h.cols; ++cc) {
+        float image, sx, sy, image_boxed, sx_boxed, sy_boxed;
+        k::halo_bin_pixel_from_column_bins(c.h, c.sum.data(), c.weighted.data(), cr, cc, 8.0, 6.0, &image, &sx, &sy);
+        k::halo_bin_pixel_from_column_bins(c.h, sum_unwritten.data(), weighted_unwritten.data(), cr, cc, 8.0, 6.0,
+                                           &image_boxed, &sx_boxed, &sy_boxed, &fine);
+        ASSERT_EQ(image_boxed, image) << c.where(cr, cc);
+        ASSERT_EQ(sx_boxed, sx) << c.where(cr, cc);
+        ASSERT_EQ(sy_boxed, sy) << c.where(cr, cc);
+        if (image > 0) ++non_zero;
+      }
+  });
   EXPECT_GT(non_zero, 1000);
 }
 
