@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "protondose/core/error.h"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "protondose/gpu/superposition.h"
 #include "half_erfc_walk.h"
+#include "wide_gaussian_series.h"
 #include "stack_fixtures.h"
 
 namespace protondose {
@@ -77,6 +80,52 @@ TEST(HalfErfcWalk, AZeroScaleWalksZerosSoThatAPixelDepositsLocally) {
     half_erfc.advance();
     EXPECT_EQ(half_erfc.value(), 0.0f) << d;
   }
+}
+
+/// Over every scale a = 1/(√2σ) below `max_scale` and d out to 10σ (and 256 px):
+/// the largest |K(d) − exact| / K(0), and the largest error of a lone pixel's
+/// output K(i)·K(j) over its peak K(0)², of weights(a, d).
+template <class Weights>
+std::pair<double, double> worst_wide_weight_errors(double max_scale, Weights&& weights) {
+  double worst_weight = 0.0, worst_lone_pixel = 0.0;
+  for (double scale = 3e-4; scale < max_scale; scale *= 1.01) {
+    const float a = static_cast<float>(scale);
+    const double sigma = 1.0 / (std::sqrt(2.0) * a);
+    const int r = std::min(256, static_cast<int>(std::ceil(10.0 * sigma)));
+    std::vector<float> k(r + 1);
+    std::vector<double> exact(r + 1);
+    for (int d = 0; d <= r; ++d) {
+      k[d] = weights(a, d);
+      exact[d] = expected_weight(d, sigma);
+      worst_weight = std::max(worst_weight, std::abs(k[d] - exact[d]) / exact[0]);
+    }
+    for (int i = 0; i <= r; ++i)
+      for (int j = 0; j <= r; ++j)
+        worst_lone_pixel = std::max(worst_lone_pixel, std::abs(static_cast<double>(k[i]) * k[j] - exact[i] * exact[j]) /
+                                                          (exact[0] * exact[0]));
+  }
+  return {worst_weight, worst_lone_pixel};
+}
+
+// The weights of wide Gaussians (σ > 2.36 px) as every GPU path takes them
+// (gaussian_weight, the tensor cores' tables): products, no erf differences.
+TEST(WideGaussianSeries, WeightsComeWithinFourTenthsOfAMillionthOfTheCentreWeight) {
+  const auto [weight, lone_pixel] = worst_wide_weight_errors(
+      WideGaussianSeries::kMaxScale, [](float a, int d) { return WideGaussianSeries(a).weight(d); });
+  EXPECT_LE(weight, 4e-7);
+  EXPECT_LE(lone_pixel, 8e-7);  // the superposition's tolerance is 1e-5
+  for (float a : {0.01f, 0.1f, 0.29f})
+    EXPECT_EQ(WideGaussianSeries(a).centre_weight(), WideGaussianSeries(a).weight(0)) << a;
+}
+
+TEST(WideGaussianSeries, ErfcDifferencesOfTheSameWidthsMissTheTolerance) {
+  // Why the series: the same widths by erfc differences (gaussian_weight's
+  // formula before, in float with the host's erfcf) put a lone pixel's
+  // output over 10⁻⁵ of its peak.
+  const auto [weight, lone_pixel] = worst_wide_weight_errors(WideGaussianSeries::kMaxScale, [](float a, int d) {
+    return d == 0 ? 1.0f - std::erfc(0.5f * a) : 0.5f * (std::erfc((d - 0.5f) * a) - std::erfc((d + 0.5f) * a));
+  });
+  EXPECT_GT(lone_pixel, 1e-5) << "weight error " << weight;
 }
 
 TEST(CpuReferenceSuperposition, OnePixelWeightsSumToOneMinusCutoffLoss) {

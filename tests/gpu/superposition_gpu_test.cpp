@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "protondose/core/error.h"
 #include "protondose/gpu/device_superposition.h"
+#include "protondose/gpu/gaussian_kernel.h"
 #include "protondose/gpu/superposition.h"
 #include "stack_fixtures.h"
 
@@ -81,6 +83,49 @@ TEST_P(GpuSuperposition, AnisotropicSigma) {
   Stack st = testing::random_stack("sigma_x = 3 sigma_y", 106u, 2, 64, 64, 12, false);
   for (std::size_t i = 0; i < st.sigma_y.size(); ++i) st.sigma_y[i] = st.sigma_x[i] / 3.0f;
   expect_matches_oracle(st);
+}
+
+/// One lone pixel per slice, slice s at widths sigma_px[s] (σx = σy), valued
+/// so that every slice peaks at 1: the tolerance is relative to the stack's
+/// maximum, and a narrow slice's peak would otherwise hide a wide slice's
+/// error. A lone pixel is the float weights' hardest case: its output is the
+/// single product K(dy)·K(dx), which no neighbour's error averages out; and a
+/// wide Gaussian's weights are differences of erf values near ½.
+Stack lone_pixels_of_widths(const std::string& name, const std::vector<float>& sigma_px, int side) {
+  Stack st(name, static_cast<int>(sigma_px.size()), side, side);
+  for (int s = 0; s < st.shape.slices; ++s) {
+    const double k0 = pixel_integrated_gaussian(0, sigma_px[s]);
+    // Off the tile grid in both axes, so that no kernel's blocks line up with it.
+    const std::size_t i = st.index(s, side / 2 - 3, side / 2 + 5);
+    st.image[i] = static_cast<float>(1.0 / (k0 * k0));
+    std::fill(st.sigma_x.begin() + st.index(s, 0, 0), st.sigma_x.begin() + st.index(s + 1, 0, 0), sigma_px[s]);
+    std::fill(st.sigma_y.begin() + st.index(s, 0, 0), st.sigma_y.begin() + st.index(s + 1, 0, 0), sigma_px[s]);
+  }
+  return st;
+}
+
+TEST_P(GpuSuperposition, LonePixelsOfEveryTileWidthAtTheDefaultCutOff) {
+  // σ up to 10.66 px: radii up to 32 at 3σ, the tile kernels' (and the
+  // tensor cores') whole range, densest where the widest classes are.
+  std::vector<float> sigma_px;
+  for (float s = 0.5f; s < 6.0f; s += 0.5f) sigma_px.push_back(s);
+  for (float s = 6.0f; s < 10.66f; s += 0.2f) sigma_px.push_back(s);
+  sigma_px.push_back(10.66f);
+  const Stack st = lone_pixels_of_widths("lone pixels, sigma 0.5 ... 10.66 px", sigma_px, 80);
+  SuperpositionOptions scattered;
+  scattered.separable_uniform_slices = false;  // the tile kernels, not the separable passes
+  expect_matches_oracle(st, scattered);
+  expect_matches_oracle(st);  // each slice uniform: the separable passes, where the method has them
+}
+
+TEST_P(GpuSuperposition, LonePixelsWiderThanTheTileKernels) {
+  // σ 11 … 85 px: radii 33 … 256 at 3σ, the general path (global atomics);
+  // the plane clips the widest kernels.
+  const Stack st = lone_pixels_of_widths("lone pixels, sigma 11 ... 85 px",
+                                         {11.0f, 20.0f, 40.0f, 60.0f, 75.0f, 79.0f, 85.0f}, 160);
+  SuperpositionOptions scattered;
+  scattered.separable_uniform_slices = false;
+  expect_matches_oracle(st, scattered);
 }
 
 TEST_P(GpuSuperposition, OneHotPixelAtTheBorderAndAllZeroTiles) {

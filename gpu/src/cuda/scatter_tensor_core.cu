@@ -42,6 +42,7 @@
 #include "protondose/gpu/cuda/cuda_check.cuh"
 #include "protondose/gpu/cuda/per_device_setting.cuh"
 #include "../half_erfc_walk.h"
+#include "../wide_gaussian_series.h"
 #include "superposition_device.cuh"
 #include "superposition_kernels.cuh"
 
@@ -147,17 +148,43 @@ __device__ inline int table_row(int d) {
 /// Calls sink(d, K(d, σ)) for d = 0 … kRadiusMax + 1: the weights of one
 /// pixel for its weight-table column, 0 beyond min(r, kRadiusMax) (the
 /// pixel's own cut-off), in the sentinel row, and everywhere for an
-/// inactive (zero) pixel. gaussian_weight's formula, one erfc per d (each
-/// K(d) is a difference of two neighbouring erfc values), with HalfErfcWalk
-/// for erfcf. Every lane evaluates erfc up to the same d, whatever its own
-/// r: lanes of one warp with different σ do not diverge (a loop to each
-/// lane's r and a fill loop from there cost the warp both maxima). a is
-/// 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division took ten instructions
-/// and a slow-path branch per pixel).
+/// inactive (zero) pixel. Called by all 32 lanes of a warp together. Where
+/// every active lane's Gaussian is wide (σ > 2.36 px), WideGaussianSeries
+/// (gaussian_weight's choice too): erfc differences near ½ cancel. Otherwise
+/// one erfc per d (each K(d) is a difference of two neighbouring erfc
+/// values), with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact weights
+/// (tests/gpu/superposition_cpu_test.cpp), but relative to a wide
+/// Gaussian's small K(0) its error grows — a lone pixel's output up to
+/// 1.1–1.5·10⁻⁵ of its peak at σ ≈ 9.5–10 px in a host emulation (the GPU
+/// test's widths stayed within 10⁻⁵), which the series, at 7·10⁻⁷,
+/// replaces. A mixed warp (wide and narrow pixels side by side; the
+/// benchmark's random σ) walks: K(0) from the series for its wide lanes
+/// cost the benchmark 1–2 % (docs/benchmarks.md run 67). Every lane evaluates up to the
+/// same d, whatever its own r: lanes of one warp with different σ do not
+/// diverge (a loop to each lane's r and a fill loop from there cost the warp
+/// both maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division
+/// took ten instructions and a slow-path branch per pixel).
 template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
   const float a = sigma_px >= kLocalDepositSigmaPx ? rcp_approx(sigma_px) * kInvSqrt2 : 0.0f;
+  // Every active lane wide: the series, unrolled as the walk below (rolled,
+  // the depth stack's wide slices ran 12 % slower: run 67).
+  if (__all_sync(0xffffffffu, !active || (a > 0.0f && a < WideGaussianSeries::kMaxScale))) {
+    const WideGaussianSeries series(a);
+    if constexpr (kUnrolled) {
+#pragma unroll
+      for (int d = 0; d <= kRadiusMax; ++d) sink(d, d <= r ? series.weight(d) : 0.0f);
+      sink(kRadiusMax + 1, 0.0f);
+    } else {
+      const int last = min(tile_radius, kRadiusMax);
+#pragma unroll 4
+      for (int d = 0; d <= last; ++d) sink(d, d <= r ? series.weight(d) : 0.0f);
+#pragma unroll 1
+      for (int d = last + 1; d <= kRadiusMax + 1; ++d) sink(d, 0.0f);
+    }
+    return;
+  }
   HalfErfcWalk half_erfc(a);
   float upper = half_erfc.value();  // ½·erfc((d + ½)·a) for d = 0
   sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);

@@ -9,6 +9,7 @@
 #include "convolution_kernels.cuh"
 #include "protondose/gpu/gaussian_kernel.h"
 #include "superposition_kernels.cuh"
+#include "../wide_gaussian_series.h"
 
 namespace protondose::cuda {
 
@@ -19,11 +20,15 @@ __device__ inline float erf_scale(float sigma_px) {
   return sigma_px < kLocalDepositSigmaPx ? 0.0f : kInvSqrt2 / sigma_px;
 }
 
-/// K(d, σ) for d ≥ 0, with a = erf_scale(σ). erfc differences keep the tail
-/// weights accurate in float (erf differences near 1 would cancel).
+/// K(d, σ) for d ≥ 0, with a = erf_scale(σ). Wide Gaussians (σ > 2.36 px)
+/// from WideGaussianSeries: differences of erf values near ½ cancel (at σ ≈
+/// 80 px and 3σ a lone pixel's output was 1.5·10⁻⁵ of its peak off). The
+/// others by erfc differences, which keep the tail weights accurate in float
+/// (erf differences near 1 would cancel), and the centre by erf.
 __device__ inline float gaussian_weight(int d, float a) {
   if (a == 0.0f) return d == 0 ? 1.0f : 0.0f;
-  if (d == 0) return 1.0f - erfcf(0.5f * a);
+  if (a < WideGaussianSeries::kMaxScale) return WideGaussianSeries(a).weight(d);
+  if (d == 0) return erff(0.5f * a);
   return 0.5f * (erfcf((d - 0.5f) * a) - erfcf((d + 0.5f) * a));
 }
 

@@ -412,25 +412,13 @@ __global__ void __launch_bounds__(kTileCols* kBlockRows)
 #pragma unroll
       for (int j = 0; j <= 2 * R; ++j) scatter_row(j, v * ky[j < R ? R - j : j - R]);
     } else {
-      // Large radii: ky is not unrolled into registers; each row's weight comes
-      // from one new erfc, reusing the previous row's (K(d) = ½[E(d−½) − E(d+½)]).
-      // The control flow is the same for every thread (σ = 0 included): every
-      // thread must reach the same barriers in scatter_row.
-      const float a = ay[k];
-      const bool local = a == 0.0f;  // σ ≈ 0: r = 0, all weight on row dy = 0
-      const int r = ry[k];
-      float upper = local ? 0.0f : erfcf((R + 0.5f) * a);  // E(d + ½) for d = R
-      for (int d = R; d >= 1; --d) {                        // rows dy = −R … −1
-        const float lower = local ? 0.0f : erfcf((d - 0.5f) * a);
-        scatter_row(R - d, d <= r ? v * 0.5f * (lower - upper) : 0.0f);
-        upper = lower;
-      }
-      float lower = upper;                                  // E(½)
-      scatter_row(R, local ? v : v * (1.0f - lower));       // dy = 0
-      for (int d = 1; d <= R; ++d) {                        // rows dy = 1 … R
-        const float next = local ? 0.0f : erfcf((d + 0.5f) * a);
-        scatter_row(R + d, d <= r ? v * 0.5f * (lower - next) : 0.0f);
-        lower = next;
+      // Large radii: ky is not unrolled into registers; each row's weight is
+      // computed as its row comes (one weight per 2R + 1 taps). The control
+      // flow is the same for every thread (σ = 0 included): every thread
+      // must reach the same barriers in scatter_row.
+      for (int j = 0; j <= 2 * R; ++j) {
+        const int d = j < R ? R - j : j - R;
+        scatter_row(j, d <= ry[k] ? v * gaussian_weight(d, ay[k]) : 0.0f);
       }
     }
   }
