@@ -18,10 +18,12 @@ namespace protondose {
 /// share. For a wide Gaussian both are near ½, where a float resolves
 /// 3·10⁻⁸, while K(0) ≈ a/√π is small: at σ = 10 px (a = 0.07) a weight is
 /// off by up to 2·10⁻⁶ of K(0), at σ = 80 px by 10⁻⁵, and a lone pixel's
-/// output — the single product K(dy)·K(dx) — by twice that: 1.5·10⁻⁵ of
-/// its peak at σ ≈ 79 px and 3σ (host emulation of erfcf; the tensor cores'
-/// walked erfc, HalfErfcWalk, 1.1–1.5·10⁻⁵ at σ ≈ 9.5–10 px), over the
-/// superposition's tolerance of 10⁻⁵.
+/// output — the single product K(dy)·K(dx) — by twice that, over the
+/// superposition's tolerance of 10⁻⁵: on an H100 every GPU method put a lone
+/// pixel at σ = 75 px and 3σ 5.0·10⁻⁵ of its peak off the oracle
+/// (docs/benchmarks.md run 67; a host emulation with the host's erfcf,
+/// 1.5·10⁻⁵; of the tensor cores' walked erfc, HalfErfcWalk, 1.1–1.5·10⁻⁵
+/// at σ ≈ 9.5–10 px).
 ///
 /// Instead, the pixel's integral expanded about its centre c = d·a:
 ///   K(d) = (a/√π)·e^{−c²}·[1 + a²(2c² − 1)/12 + a⁴(4c⁴ − 12c² + 3)/480 + O(a⁶)],
@@ -30,7 +32,8 @@ namespace protondose {
 /// exact one, and a lone pixel's output within 7·10⁻⁷ of its peak (host, float).
 /// Per d: two multiplications for u = c²·log₂e, ex2, two FFMA for the
 /// bracket (a polynomial in u whose coefficients are the pixel's), two
-/// multiplications — against 13 for a step of the erfc walk.
+/// multiplications — against 13 for a step of the erfc walk (on the depth
+/// stack, 8–10 % of the RB 2 tensor-core kernels' instructions; run 67).
 class WideGaussianSeries {
  public:
   /// The largest scale a = 1/(√2σ) the series is used for: σ > 2.36 px.

@@ -159,11 +159,12 @@ __device__ inline int table_row(int d) {
 /// test's widths stayed within 10⁻⁵), which the series, at 7·10⁻⁷,
 /// replaces. A mixed warp (wide and narrow pixels side by side; the
 /// benchmark's random σ) walks: K(0) from the series for its wide lanes
-/// cost the benchmark 1–2 % (docs/benchmarks.md run 67). Every lane evaluates up to the
-/// same d, whatever its own r: lanes of one warp with different σ do not
-/// diverge (a loop to each lane's r and a fill loop from there cost the warp
-/// both maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division
-/// took ten instructions and a slow-path branch per pixel).
+/// cost the benchmark 1–2 % (docs/benchmarks.md run 67). Every lane
+/// evaluates up to the same d, whatever its own r: lanes of one warp with
+/// different σ do not diverge (a loop to each lane's r and a fill loop from
+/// there cost the warp both maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp;
+/// the IEEE division took ten instructions and a slow-path branch per
+/// pixel).
 template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;

@@ -21,10 +21,11 @@ __device__ inline float erf_scale(float sigma_px) {
 }
 
 /// K(d, σ) for d ≥ 0, with a = erf_scale(σ). Wide Gaussians (σ > 2.36 px)
-/// from WideGaussianSeries: differences of erf values near ½ cancel (at σ ≈
-/// 80 px and 3σ a lone pixel's output was 1.5·10⁻⁵ of its peak off). The
-/// others by erfc differences, which keep the tail weights accurate in float
-/// (erf differences near 1 would cancel), and the centre by erf.
+/// from WideGaussianSeries: differences of erfc values near ½ cancel (a lone
+/// pixel at σ = 75 px and 3σ came out 5.0·10⁻⁵ of its peak off, H100,
+/// docs/benchmarks.md run 67). The others by erfc differences, which keep
+/// the tail weights accurate in float (erf differences near 1 would
+/// cancel), and the centre by erf.
 __device__ inline float gaussian_weight(int d, float a) {
   if (a == 0.0f) return d == 0 ? 1.0f : 0.0f;
   if (a < WideGaussianSeries::kMaxScale) return WideGaussianSeries(a).weight(d);
