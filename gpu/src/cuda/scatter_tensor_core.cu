@@ -155,11 +155,13 @@ __device__ inline int table_row(int d) {
 /// values), with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact weights
 /// (tests/gpu/superposition_cpu_test.cpp), but relative to a wide
 /// Gaussian's small K(0) its error grows — a lone pixel's output up to
-/// 1.1–1.5·10⁻⁵ of its peak at σ ≈ 9.5–10 px in a host emulation (the GPU
-/// test's widths stayed within 10⁻⁵), which the series, at 7·10⁻⁷,
-/// replaces. A mixed warp (wide and narrow pixels side by side; the
-/// benchmark's random σ) walks: K(0) from the series for its wide lanes
-/// cost the benchmark 1–2 % (docs/benchmarks.md run 67). Every lane
+/// 1.1–1.5·10⁻⁵ of its peak at σ ≈ 9.5–10 px in a host emulation, which
+/// the series, at 7·10⁻⁷, replaces. A mixed warp (wide and narrow pixels
+/// side by side; the benchmark's random σ) walks, wide lanes included: a
+/// wide lone pixel beside a narrow one comes out up to 1.5·10⁻⁵ of its
+/// peak off from σ ≈ 7 px (H100; left open — K(0) from the series for the
+/// wide lanes cost the benchmark 1–2 %, and as a third table path r_max 32
+/// 50 %: docs/benchmarks.md run 67). Every lane
 /// evaluates up to the same d, whatever its own r: lanes of one warp with
 /// different σ do not diverge (a loop to each lane's r and a fill loop from
 /// there cost the warp both maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp;
