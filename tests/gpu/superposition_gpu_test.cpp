@@ -85,6 +85,12 @@ TEST_P(GpuSuperposition, AnisotropicSigma) {
   expect_matches_oracle(st);
 }
 
+/// The lone pixel of slice s: off the tile grid in both axes, so that no
+/// kernel's blocks line up with it.
+std::size_t lone_pixel_index(const Stack& st, int s) {
+  return st.index(s, st.shape.rows / 2 - 3, st.shape.cols / 2 + 5);
+}
+
 /// One lone pixel per slice, slice s at widths sigma_px[s] (σx = σy), valued
 /// so that every slice peaks at 1: the tolerance is relative to the stack's
 /// maximum, and a narrow slice's peak would otherwise hide a wide slice's
@@ -95,9 +101,7 @@ Stack lone_pixels_of_widths(const std::string& name, const std::vector<float>& s
   Stack st(name, static_cast<int>(sigma_px.size()), side, side);
   for (int s = 0; s < st.shape.slices; ++s) {
     const double k0 = pixel_integrated_gaussian(0, sigma_px[s]);
-    // Off the tile grid in both axes, so that no kernel's blocks line up with it.
-    const std::size_t i = st.index(s, side / 2 - 3, side / 2 + 5);
-    st.image[i] = static_cast<float>(1.0 / (k0 * k0));
+    st.image[lone_pixel_index(st, s)] = static_cast<float>(1.0 / (k0 * k0));
     std::fill(st.sigma_x.begin() + st.index(s, 0, 0), st.sigma_x.begin() + st.index(s + 1, 0, 0), sigma_px[s]);
     std::fill(st.sigma_y.begin() + st.index(s, 0, 0), st.sigma_y.begin() + st.index(s + 1, 0, 0), sigma_px[s]);
   }
@@ -127,7 +131,7 @@ Stack wide_lone_pixels_beside_narrow_ones(float from_px, float to_px) {
   for (float s = from_px; s < to_px; s += 0.05f) sigma_px.push_back(s);
   Stack st = lone_pixels_of_widths("wide lone pixels beside a narrow one", sigma_px, 80);
   for (int s = 0; s < st.shape.slices; ++s) {
-    const std::size_t beside = st.index(s, 80 / 2 - 3, 80 / 2 + 6);
+    const std::size_t beside = lone_pixel_index(st, s) + 1;  // the next column, same tile row
     st.image[beside] = 0.01f;
     st.sigma_x[beside] = st.sigma_y[beside] = 0.5f;
   }

@@ -148,25 +148,22 @@ __device__ inline int table_row(int d) {
 /// Calls sink(d, K(d, σ)) for d = 0 … kRadiusMax + 1: the weights of one
 /// pixel for its weight-table column, 0 beyond min(r, kRadiusMax) (the
 /// pixel's own cut-off), in the sentinel row, and everywhere for an
-/// inactive (zero) pixel. Called by all 32 lanes of a warp together. Where
-/// every active lane's Gaussian is wide (σ > 2.36 px), WideGaussianSeries
-/// (gaussian_weight's choice too): erfc differences near ½ cancel. Otherwise
-/// one erfc per d (each K(d) is a difference of two neighbouring erfc
-/// values), with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact weights
-/// (tests/gpu/superposition_cpu_test.cpp), but relative to a wide
-/// Gaussian's small K(0) its error grows — a lone pixel's output up to
-/// 1.1–1.5·10⁻⁵ of its peak at σ ≈ 9.5–10 px in a host emulation, which
-/// the series, at 7·10⁻⁷, replaces. A mixed warp (wide and narrow pixels
-/// side by side; the benchmark's random σ) walks, wide lanes included: a
-/// wide lone pixel beside a narrow one comes out up to 1.5·10⁻⁵ of its
-/// peak off from σ ≈ 7 px (H100; left open — K(0) from the series for the
-/// wide lanes cost the benchmark 1–2 %, and as a third table path r_max 32
-/// 50 %: docs/benchmarks.md run 67). Every lane
-/// evaluates up to the same d, whatever its own r: lanes of one warp with
-/// different σ do not diverge (a loop to each lane's r and a fill loop from
-/// there cost the warp both maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp;
-/// the IEEE division took ten instructions and a slow-path branch per
-/// pixel).
+/// inactive (zero) pixel. Called by all 32 lanes of a warp together.
+/// Where every active lane's Gaussian is wide (σ > 2.36 px),
+/// WideGaussianSeries, as gaussian_weight (erfc differences near ½ cancel).
+/// Otherwise one erfc per d (each K(d) a difference of two neighbouring erfc
+/// values) with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact weights
+/// (tests/gpu/superposition_cpu_test.cpp), but not relative to a wide
+/// Gaussian's small K(0). A mixed warp (wide and narrow pixels side by side;
+/// the benchmark's random σ) walks, wide lanes included: a wide lone pixel
+/// beside a narrow one comes out up to 1.5·10⁻⁵ of its peak off from σ ≈
+/// 7 px (H100). Left open: K(0) from the series for the wide lanes cost the
+/// benchmark 1–2 %, and as a third table path r_max 32 50 %
+/// (docs/benchmarks.md run 67). Every lane evaluates up to the same d,
+/// whatever its own r: lanes of one warp with different σ do not diverge (a
+/// loop to each lane's r and a fill loop from there cost the warp both
+/// maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division took ten
+/// instructions and a slow-path branch per pixel).
 template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
