@@ -145,43 +145,95 @@ __device__ inline int table_row(int d) {
   return min(abs(d), kRadiusMax + 1);
 }
 
+/// A mixed warp (wide and narrow non-zero pixels) takes the series for its
+/// wide lanes where one of them is wider than this (σ > 6 px). Up to it the
+/// walk keeps a wide lone pixel beside a narrow one within 6.6·10⁻⁶ of its
+/// peak (H100, docs/benchmarks.md run 67: 3.9·10⁻⁶ to 4 px, 5.8·10⁻⁶ to
+/// 5 px); from 7 px it was up to 1.5·10⁻⁵ off. At 3σ such warps are in
+/// classes from R' = 20 (r ≥ 19): the one-warp kernels' mixed warps walk.
+constexpr float kMixedWarpSeriesScale = 0.11785113f;  // 1/(√2·6 px)
+/// The radius of the widest Gaussian that is not wide (σ = 2.36 px, a = 0.3)
+/// at the default cut-off of 3σ: the narrow lanes' walk in a mixed warp.
+constexpr int kNarrowRadiusAt3Sigma = 8;
+/// Classes from this radius unroll that walk; below it a mixed warp takes
+/// the series only at cut-offs under 3σ, and rolled it adds no code to the
+/// one-warp kernels (unrolled, the RB 2 kernel at R' = 12 spilled 28 bytes).
+constexpr int kMixedWarpsUnrolledMinRadius = 20;
+
 /// Calls sink(d, K(d, σ)) for d = 0 … kRadiusMax + 1: the weights of one
 /// pixel for its weight-table column, 0 beyond min(r, kRadiusMax) (the
 /// pixel's own cut-off), in the sentinel row, and everywhere for an
-/// inactive (zero) pixel. Called by all 32 lanes of a warp together.
-/// Where every active lane's Gaussian is wide (σ > 2.36 px),
-/// WideGaussianSeries, as gaussian_weight (erfc differences near ½ cancel).
-/// Otherwise one erfc per d (each K(d) a difference of two neighbouring erfc
-/// values) with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact weights
-/// (tests/gpu/superposition_cpu_test.cpp), but not relative to a wide
-/// Gaussian's small K(0). A mixed warp (wide and narrow pixels side by side;
-/// the benchmark's random σ) walks, wide lanes included: a wide lone pixel
-/// beside a narrow one comes out up to 1.5·10⁻⁵ of its peak off from σ ≈
-/// 7 px (H100). Left open: K(0) from the series for the wide lanes cost the
-/// benchmark 1–2 %, and as a third table path r_max 32 50 %
-/// (docs/benchmarks.md run 67). Every lane evaluates up to the same d,
-/// whatever its own r: lanes of one warp with different σ do not diverge (a
-/// loop to each lane's r and a fill loop from there cost the warp both
-/// maxima). a is 1/(√2σ) by rcp_approx (≤ 1 ulp; the IEEE division took ten
-/// instructions and a slow-path branch per pixel).
+/// inactive (zero) pixel. Called by all 32 lanes of a warp together; which
+/// formula a lane takes is decided per warp, so that lanes do not diverge:
+/// - Every active lane wide (σ > 2.36 px): WideGaussianSeries, as
+///   gaussian_weight (erfc differences near ½ cancel).
+/// - Wide and narrow lanes, a wide one over 6 px (the benchmark's random σ
+///   at r_max ≥ 24; the engine's smooth σ hardly ever): the series in the
+///   wide lanes, then the walk in the narrow ones, to their largest radius
+///   (8 px at 3σ), over the series' zeros. Both formulas, each over the d
+///   its lanes need: r_max 24 and 32 2–4 % slower than the walk in every
+///   lane (run 68). (The walk in every lane with the series' K(0) or all its
+///   weights in the wide ones had r_max 32 50–65 % slower: run 67.)
+/// - Otherwise one erfc per d (each K(d) a difference of two neighbouring
+///   erfc values) with HalfErfcWalk for erfcf: within 4·10⁻⁷ of the exact
+///   weights (tests/gpu/superposition_cpu_test.cpp), but not relative to a
+///   wide Gaussian's small K(0) (its wide lanes, ≤ 6 px: above).
+/// Every lane evaluates up to the same d, whatever its own r: lanes of one
+/// warp with different σ do not diverge (a loop to each lane's r and a fill
+/// loop from there cost the warp both maxima). a is 1/(√2σ) by rcp_approx
+/// (≤ 1 ulp; the IEEE division took ten instructions and a slow-path branch
+/// per pixel).
 template <int kRadiusMax, bool kUnrolled = (kRadiusMax <= kUnrolledTablesMaxRadius), class Sink>
 __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool active, int tile_radius, Sink&& sink) {
   const int r = active ? min(gaussian_radius_px(sigma_px, cutoff_sigmas), kRadiusMax) : -1;
   const float a = sigma_px >= kLocalDepositSigmaPx ? rcp_approx(sigma_px) * kInvSqrt2 : 0.0f;
-  // Every active lane wide: the series, unrolled as the walk below (rolled,
-  // the depth stack's wide slices ran 12 % slower: run 67).
-  if (__all_sync(0xffffffffu, !active || (a > 0.0f && a < WideGaussianSeries::kMaxScale))) {
+  const bool wide = a > 0.0f && a < WideGaussianSeries::kMaxScale;
+  const bool series_everywhere = __all_sync(0xffffffffu, !active || wide);
+  if (series_everywhere || __any_sync(0xffffffffu, active && a > 0.0f && a < kMixedWarpSeriesScale)) {
+    // The series, unrolled as the walk below (rolled, the depth stack's wide
+    // slices ran 12 % slower: run 67); 0 in the narrow lanes, which the
+    // walk after it overwrites up to their radii.
     const WideGaussianSeries series(a);
+    const int r_series = wide ? r : -1;
     if constexpr (kUnrolled) {
 #pragma unroll
-      for (int d = 0; d <= kRadiusMax; ++d) sink(d, d <= r ? series.weight(d) : 0.0f);
+      for (int d = 0; d <= kRadiusMax; ++d) sink(d, d <= r_series ? series.weight(d) : 0.0f);
       sink(kRadiusMax + 1, 0.0f);
     } else {
       const int last = min(tile_radius, kRadiusMax);
+      // Every lane's weight, times 0 beyond its radius: a branch around it
+      // per d made r_max 24 and 32 2–3 % slower (run 68). The weight is
+      // finite for every σ the analysis lets through (a ≤ 707 at σ ≥ 10⁻³
+      // px: the bracket stays below 10²⁷ to d = 33), so the product is 0.
 #pragma unroll 4
-      for (int d = 0; d <= last; ++d) sink(d, d <= r ? series.weight(d) : 0.0f);
+      for (int d = 0; d <= last; ++d) sink(d, series.weight(d) * static_cast<float>(d <= r_series));
 #pragma unroll 1
       for (int d = last + 1; d <= kRadiusMax + 1; ++d) sink(d, 0.0f);
+    }
+    if (series_everywhere) return;
+    // The narrow lanes' walk, written by those lanes only: unrolled to 8
+    // (rolled, one d after another, its latency made r_max 16–32 11–16 %
+    // slower: run 68), then on to the largest radius among them where a
+    // wider cut-off takes them further (a warp vote: the same d in every lane).
+    constexpr int kNarrowUnrolled = kRadiusMax >= kMixedWarpsUnrolledMinRadius ? kNarrowRadiusAt3Sigma : 0;
+    HalfErfcWalk half_erfc(a);
+    float upper = half_erfc.value();
+    if (!wide) sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);
+#pragma unroll
+    for (int d = 1; d <= kNarrowUnrolled; ++d) {
+      half_erfc.advance();
+      const float next = half_erfc.value();
+      if (!wide) sink(d, d <= r ? upper - next : 0.0f);
+      upper = next;
+    }
+    const int narrow_last =
+        static_cast<int>(__reduce_max_sync(0xffffffffu, wide ? 0u : static_cast<unsigned>(r + 1))) - 1;
+#pragma unroll 1
+    for (int d = kNarrowUnrolled + 1; d <= narrow_last; ++d) {
+      half_erfc.advance();
+      const float next = half_erfc.value();
+      if (!wide) sink(d, d <= r ? upper - next : 0.0f);
+      upper = next;
     }
     return;
   }
