@@ -201,8 +201,8 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
       sink(kRadiusMax + 1, 0.0f);
     } else {
       const int last = min(tile_radius, kRadiusMax);
-      // Every lane's weight, times 0 beyond its radius: a branch around it
-      // per d made r_max 24 and 32 2–3 % slower (run 68). The weight is
+      // Every lane's weight, times 0 beyond its radius: with a branch around
+      // it per d, r_max 24 and 32 ran 2.5–4 % slower (run 68). The weight is
       // finite for every σ the analysis lets through (a ≤ 707 at σ ≥ 10⁻³
       // px: the bracket stays below 10²⁷ to d = 33), so the product is 0.
 #pragma unroll 4
@@ -212,9 +212,10 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
     }
     if (series_everywhere) return;
     // The narrow lanes' walk, written by those lanes only: unrolled to 8
-    // (rolled, one d after another, its latency made r_max 16–32 11–16 %
-    // slower: run 68), then on to the largest radius among them where a
-    // wider cut-off takes them further (a warp vote: the same d in every lane).
+    // (rolled, r_max 16–32 ran 11–16 % slower than the walk alone, unrolled
+    // 5–7 %, with the threshold at 4 px: run 68), then on to the largest
+    // radius among them where a wider cut-off takes them further (a warp
+    // vote: the same d in every lane).
     constexpr int kNarrowUnrolled = kRadiusMax >= kMixedWarpsUnrolledMinRadius ? kNarrowRadiusAt3Sigma : 0;
     HalfErfcWalk half_erfc(a);
     float upper = half_erfc.value();
