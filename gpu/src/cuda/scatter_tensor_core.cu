@@ -171,7 +171,7 @@ constexpr int kMixedWarpsUnrolledMinRadius = 20;
 ///   at r_max ≥ 24; the engine's smooth σ hardly ever): the series in the
 ///   wide lanes, then the walk in the narrow ones, to their largest radius
 ///   (8 px at 3σ), over the series' zeros. Both formulas, each over the d
-///   its lanes need: r_max 24 and 32 2–4 % slower than the walk in every
+///   its lanes need: r_max 24 and 32 4.5 and 2 % slower than the walk in every
 ///   lane (run 68). (The walk in every lane with the series' K(0) or all its
 ///   weights in the wide ones had r_max 32 50–65 % slower: run 67.)
 /// - Otherwise one erfc per d (each K(d) a difference of two neighbouring
