@@ -220,22 +220,18 @@ __device__ inline void for_each_weight(float sigma_px, float cutoff_sigmas, bool
     HalfErfcWalk half_erfc(a);
     float upper = half_erfc.value();
     if (!wide) sink(0, r >= 0 ? 1.0f - 2.0f * upper : 0.0f);
-#pragma unroll
-    for (int d = 1; d <= kNarrowUnrolled; ++d) {
+    const auto walk_to = [&](int d) {  // the narrow lanes' K(d), from K(d − 1)'s walk
       half_erfc.advance();
       const float next = half_erfc.value();
       if (!wide) sink(d, d <= r ? upper - next : 0.0f);
       upper = next;
-    }
+    };
+#pragma unroll
+    for (int d = 1; d <= kNarrowUnrolled; ++d) walk_to(d);
     const int narrow_last =
         static_cast<int>(__reduce_max_sync(0xffffffffu, wide ? 0u : static_cast<unsigned>(r + 1))) - 1;
 #pragma unroll 1
-    for (int d = kNarrowUnrolled + 1; d <= narrow_last; ++d) {
-      half_erfc.advance();
-      const float next = half_erfc.value();
-      if (!wide) sink(d, d <= r ? upper - next : 0.0f);
-      upper = next;
-    }
+    for (int d = kNarrowUnrolled + 1; d <= narrow_last; ++d) walk_to(d);
     return;
   }
   HalfErfcWalk half_erfc(a);
