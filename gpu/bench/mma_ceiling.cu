@@ -1,0 +1,179 @@
+// protondose-mma-ceiling: what the tensor cores give the KS core's products
+// through mma.sync on this GPU, without the rest of the kernel — the
+// ceiling against which docs/ks-core.md weighs the tensor-core scatter.
+//
+// 1. Raw: mma.sync.m16n8k8 TF32 (FP32 accumulate) with operands in registers,
+//    `chains` independent accumulators per warp, `warps` warps per SM:
+//    TFLOP/s (2 flops per multiply-add).
+// 2. The RB 1 kernel's product step (scatter_tensor_core.cu,
+//    multiply_rows_one_warp at R' = 8, one 8-pixel group of one source row):
+//    14 fragment values split into TF32 high and low parts (8 of A for two
+//    16-row blocks, 6 of B for three column blocks), then 6 products of three
+//    mma each into 6 accumulators — everything but the shared-memory loads,
+//    the weight tables and the flush. Its time per group-row, times the
+//    group-rows of the benchmark's r_max 8 stack (64 × 512²: 32,768 tiles ×
+//    16 rows × 4 groups), bounds from below what the products alone cost there.
+//
+// CUDA events, warm-up launches, the median of repeated launches. Run it on
+// the GPU the figures are for; it asserts nothing about the times.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                                                  \
+  do {                                                                                               \
+    const cudaError_t e = (call);                                                                    \
+    if (e != cudaSuccess) {                                                                          \
+      std::fprintf(stderr, "protondose-mma-ceiling: %s: %s\n", #call, cudaGetErrorString(e));         \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+__device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+/// `iterations` × kChains mma per warp into kChains independent accumulators.
+template <int kChains>
+__global__ void __launch_bounds__(1024) raw_mma_kernel(int iterations, float* sink) {
+  const uint32_t seed = threadIdx.x * 2654435761u;
+  const uint32_t a[4] = {seed & 0x3f800000u, (seed >> 3) & 0x3f800000u, 0x3f000000u, 0x3e800000u};
+  const uint32_t b0 = 0x3f800000u, b1 = 0x3f000000u;
+  float d[kChains][4] = {};
+  for (int i = 0; i < iterations; ++i)
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) mma_tf32(d[c], a, b0, b1);
+  float s = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
+  if (s == 12345.678f) sink[threadIdx.x] = s;  // never true; keeps the products
+}
+
+/// The RB 1 product step, `iterations` group-rows per warp: fresh fragment
+/// values each time (one FADD per value, as a load would give a new one),
+/// split, then 6 × 3 mma (two row blocks × three column blocks).
+__global__ void rb1_step_kernel(int iterations, float* sink) {
+  float a_src[2][4], b_src[3][2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a_src[b][q] = 0.001f * (threadIdx.x + 7 * b + q);
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) b_src[i][q] = 0.002f * (threadIdx.x + 5 * i + q);
+  float d[2][3][4] = {};
+  for (int it = 0; it < iterations; ++it) {
+    uint32_t b_hi[3][2], b_lo[3][2];
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        b_src[i][q] += 1.0f;
+        split_tf32(b_src[i][q], b_hi[i][q], b_lo[i][q]);
+      }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      uint32_t a_hi[4], a_lo[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        a_src[b][q] += 1.0f;
+        split_tf32(a_src[b][q], a_hi[q], a_lo[q]);
+      }
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        mma_tf32(d[b][i], a_lo, b_hi[i][0], b_hi[i][1]);
+        mma_tf32(d[b][i], a_hi, b_lo[i][0], b_lo[i][1]);
+        mma_tf32(d[b][i], a_hi, b_hi[i][0], b_hi[i][1]);
+      }
+    }
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int i = 0; i < 3; ++i) s += d[b][i][0] + d[b][i][1] + d[b][i][2] + d[b][i][3];
+  if (s == 12345.678f) sink[threadIdx.x] = s;
+}
+
+/// Median of `repetitions` timed launches (after two untimed ones), in ms.
+template <class Launch>
+double median_ms(Launch&& launch, int repetitions) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 2; ++i) launch();
+  CHECK(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  for (int i = 0; i < repetitions; ++i) {
+    CHECK(cudaEventRecord(start));
+    launch();
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    float elapsed = 0.0f;
+    CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    ms.push_back(elapsed);
+  }
+  CHECK(cudaGetLastError());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("Device: %s, %d SMs at %d MHz\n\n", prop.name, sms, clock_khz / 1000);
+  float* sink = nullptr;
+  CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
+  constexpr int kRepetitions = 9;
+  constexpr double kMmaFlops = 2.0 * 16 * 8 * 8;
+
+  std::printf("| mma.sync m16n8k8 TF32, operands in registers | warps per SM (one block each) | TFLOP/s |\n|---|---|---|\n");
+  // One block of `warps` warps on each SM (a grid of one block per SM).
+  const int blocks = sms;
+  const int iterations = 1 << 14;
+  for (int warps : {4, 8, 16, 32}) {
+    const auto run = [&](auto kernel, int chains) {
+      const double ms = median_ms([&] { kernel<<<blocks, 32 * warps>>>(iterations, sink); }, kRepetitions);
+      const double flops = static_cast<double>(blocks) * warps * iterations * chains * kMmaFlops;
+      std::printf("| %d independent accumulators per warp | %d | %.1f |\n", chains, warps, flops / (ms * 1e-3) / 1e12);
+    };
+    run(raw_mma_kernel<2>, 2);
+    run(raw_mma_kernel<6>, 6);
+    run(raw_mma_kernel<12>, 12);
+  }
+
+  std::printf("\n| RB 1 product step (14 splits, 18 mma per group-row) | warps per SM (one block each) | ns per group-row (GPU) | "
+              "r_max 8 stack's 2,097,152 group-rows (ms) | TF32 TFLOP/s |\n|---|---|---|---|---|\n");
+  const int step_iterations = 1 << 13;
+  for (int warps : {4, 8, 16, 24}) {
+    const double ms =
+        median_ms([&] { rb1_step_kernel<<<blocks, 32 * warps>>>(step_iterations, sink); }, kRepetitions);
+    const double group_rows = static_cast<double>(blocks) * warps * step_iterations;
+    const double ns_per_group_row = ms * 1e6 / group_rows;
+    std::printf("| | %d | %.4f | %.3f | %.1f |\n", warps, ns_per_group_row, ns_per_group_row * 2097152 * 1e-6,
+                group_rows * 18 * kMmaFlops / (ms * 1e-3) / 1e12);
+  }
+  CHECK(cudaFree(sink));
+  return 0;
+}
