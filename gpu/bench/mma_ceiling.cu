@@ -21,30 +21,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <iostream>
 #include <vector>
+
+#include "protondose/core/error.h"
+#include "protondose/gpu/cuda/cuda_check.cuh"
+#include "protondose/gpu/device_superposition.h"
+#include "tf32_mma.cuh"  // the scatter's own split and products
 
 namespace {
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    const cudaError_t e = (call);                                                                    \
-    if (e != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "protondose-mma-ceiling: %s: %s\n", #call, cudaGetErrorString(e));         \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-
-__device__ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = __float_as_uint(x) & 0xffffe000u;
-  lo = __float_as_uint(x - __uint_as_float(hi));
-}
+using protondose::cuda::mma_3xtf32;
+using protondose::cuda::mma_tf32;
+using protondose::cuda::split_tf32;
 
 /// `iterations` × kChains mma per warp into kChains independent accumulators.
 template <int kChains>
@@ -94,11 +83,7 @@ __global__ void rb1_step_kernel(int iterations, float* sink) {
         split_tf32(a_src[b][q], a_hi[q], a_lo[q]);
       }
 #pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        mma_tf32(d[b][i], a_lo, b_hi[i][0], b_hi[i][1]);
-        mma_tf32(d[b][i], a_hi, b_lo[i][0], b_lo[i][1]);
-        mma_tf32(d[b][i], a_hi, b_hi[i][0], b_hi[i][1]);
-      }
+      for (int i = 0; i < 3; ++i) mma_3xtf32(d[b][i], a_hi, a_lo, b_hi[i][0], b_hi[i][1], b_lo[i][0], b_lo[i][1]);
     }
   }
   float s = 0.0f;
@@ -113,38 +98,38 @@ __global__ void rb1_step_kernel(int iterations, float* sink) {
 template <class Launch>
 double median_ms(Launch&& launch, int repetitions) {
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  PD_CUDA_CHECK(cudaEventCreate(&start));
+  PD_CUDA_CHECK(cudaEventCreate(&stop));
   for (int i = 0; i < 2; ++i) launch();
-  CHECK(cudaDeviceSynchronize());
+  PD_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<double> ms;
   for (int i = 0; i < repetitions; ++i) {
-    CHECK(cudaEventRecord(start));
+    PD_CUDA_CHECK(cudaEventRecord(start));
     launch();
-    CHECK(cudaEventRecord(stop));
-    CHECK(cudaEventSynchronize(stop));
+    PD_CUDA_CHECK(cudaEventRecord(stop));
+    PD_CUDA_CHECK(cudaEventSynchronize(stop));
     float elapsed = 0.0f;
-    CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    PD_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
     ms.push_back(elapsed);
   }
-  CHECK(cudaGetLastError());
+  PD_CUDA_CHECK_LAUNCH("mma ceiling kernel");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
 
-}  // namespace
-
-int main() {
+int run_benchmarks() {
+  if (protondose::gpu_device_count() == 0)
+    throw protondose::UnavailableError("protondose-mma-ceiling times the tensor cores: no CUDA device");
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  PD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int clock_khz = 0;
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  PD_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("Device: %s, %d SMs at %d MHz\n\n", prop.name, sms, clock_khz / 1000);
   float* sink = nullptr;
-  CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
+  PD_CUDA_CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
   constexpr int kRepetitions = 9;
   constexpr double kMmaFlops = 2.0 * 16 * 8 * 8;
 
@@ -174,6 +159,17 @@ int main() {
     std::printf("| | %d | %.4f | %.3f | %.1f |\n", warps, ns_per_group_row, ns_per_group_row * 2097152 * 1e-6,
                 group_rows * 18 * kMmaFlops / (ms * 1e-3) / 1e12);
   }
-  CHECK(cudaFree(sink));
+  PD_CUDA_CHECK(cudaFree(sink));
   return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run_benchmarks();
+  } catch (const protondose::Error& e) {
+    std::cerr << "protondose-mma-ceiling: [" << protondose::category_name(e.category()) << "] " << e.what() << "\n";
+    return protondose::exit_code(e.category());
+  }
 }

@@ -1,6 +1,6 @@
-// The KS benchmark's command line refuses what it cannot do, with a typed
-// error (exit code by category) and a message naming the option: it runs
-// the built binary as a user would.
+// The KS benchmark's command line (and the mma-ceiling benchmark's) refuses
+// what it cannot do, with a typed error (exit code by category) and a
+// message naming the option: it runs the built binary as a user would.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -52,6 +52,20 @@ TEST(KsBenchCommandLine, SectionDCasesOutsideTheTileRadiiAreRefused) {
     EXPECT_NE(r.out.find(option), std::string::npos) << arguments << "\n" << r.out;
   }
 }
+
+#ifdef PROTONDOSE_MMA_CEILING_EXE
+// protondose-mma-ceiling (CUDA builds): without a device it refuses as
+// unavailable, with its exit code, instead of failing inside a CUDA call.
+TEST(MmaCeilingCommandLine, WithoutADeviceIsUnavailable) {
+  if (gpu_device_count() > 0) GTEST_SKIP() << "a CUDA device is present: the benchmark would run";
+  const testing::CommandResult r =
+      testing::run_command(std::string("'") + PROTONDOSE_MMA_CEILING_EXE + "' 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorCategory::kUnavailable)) << r.out;
+  EXPECT_NE(r.out.find("[unavailable] protondose-mma-ceiling times the tensor cores: no CUDA device"),
+            std::string::npos)
+      << r.out;
+}
+#endif
 
 }  // namespace
 }  // namespace protondose
