@@ -4,7 +4,11 @@
 //
 // 1. Raw: mma.sync.m16n8k8 TF32 (FP32 accumulate) with operands in registers,
 //    `chains` independent accumulators per warp, `warps` warps per SM:
-//    TFLOP/s (2 flops per multiply-add).
+//    TFLOP/s (2 flops per multiply-add). Then the two other shapes an exact
+//    product could be built from — m16n8k16 f16 (FP32 accumulate) and
+//    m16n8k32 s8 (s32 accumulate) — each also as its time per instruction
+//    against TF32's: one of them costs the tensor pipe what one TF32 mma
+//    costs if it runs at K/8 times TF32's rate.
 // 2. The RB 1 kernel's product step (scatter_tensor_core.cu,
 //    multiply_rows_one_warp at R' = 8, one 8-pixel group of one source row):
 //    14 fragment values split into TF32 high and low parts (8 of A for two
@@ -35,19 +39,54 @@ using protondose::cuda::mma_3xtf32;
 using protondose::cuda::mma_tf32;
 using protondose::cuda::split_tf32;
 
-/// `iterations` × kChains mma per warp into kChains independent accumulators.
-template <int kChains>
+/// The shapes of mma.sync that `raw_mma_kernel` times. Each takes four A
+/// registers and two B registers per lane (the fragments of PTX's mma
+/// m16n8kK for that type) and four accumulators.
+struct MmaTf32 {
+  using Accumulator = float;
+  static constexpr int kK = 8;
+  static constexpr const char* kName = "m16n8k8 TF32, FP32 accumulate";
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_tf32(d, a, b0, b1);
+  }
+};
+struct MmaF16 {
+  using Accumulator = float;
+  static constexpr int kK = 16;
+  static constexpr const char* kName = "m16n8k16 f16, FP32 accumulate";
+  __device__ static void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+struct MmaS8 {
+  using Accumulator = int;
+  static constexpr int kK = 32;
+  static constexpr const char* kName = "m16n8k32 s8, s32 accumulate";
+  __device__ static void run(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/// `iterations` × kChains mma of shape Mma per warp into kChains independent
+/// accumulators. The operand bits are small normal numbers in TF32 and f16
+/// and small integers in s8.
+template <class Mma, int kChains>
 __global__ void __launch_bounds__(1024) raw_mma_kernel(int iterations, float* sink) {
   const uint32_t seed = threadIdx.x * 2654435761u;
-  const uint32_t a[4] = {seed & 0x3f800000u, (seed >> 3) & 0x3f800000u, 0x3f000000u, 0x3e800000u};
-  const uint32_t b0 = 0x3f800000u, b1 = 0x3f000000u;
-  float d[kChains][4] = {};
+  const uint32_t a[4] = {(seed & 0x03000300u) | 0x38003800u, ((seed >> 3) & 0x03000300u) | 0x38003800u, 0x3c003800u,
+                         0x38003c00u};
+  const uint32_t b0 = 0x3c003c00u, b1 = 0x38003800u;
+  typename Mma::Accumulator d[kChains][4] = {};
   for (int i = 0; i < iterations; ++i)
 #pragma unroll
-    for (int c = 0; c < kChains; ++c) mma_tf32(d[c], a, b0, b1);
+    for (int c = 0; c < kChains; ++c) Mma::run(d[c], a, b0, b1);
   float s = 0.0f;
 #pragma unroll
-  for (int c = 0; c < kChains; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
+  for (int c = 0; c < kChains; ++c) s += static_cast<float>(d[c][0] + d[c][1] + d[c][2] + d[c][3]);
   if (s == 12345.678f) sink[threadIdx.x] = s;  // never true; keeps the products
 }
 
@@ -131,22 +170,39 @@ int run_benchmarks() {
   float* sink = nullptr;
   PD_CUDA_CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
   constexpr int kRepetitions = 9;
-  constexpr double kMmaFlops = 2.0 * 16 * 8 * 8;
+  constexpr double kTf32MmaFlops = 2.0 * 16 * 8 * 8;
 
-  std::printf("| mma.sync m16n8k8 TF32, operands in registers | warps per SM (one block each) | TFLOP/s |\n|---|---|---|\n");
   // One block of `warps` warps on each SM (a grid of one block per SM).
   const int blocks = sms;
   const int iterations = 1 << 14;
-  for (int warps : {4, 8, 16, 32}) {
-    const auto run = [&](auto kernel, int chains) {
-      const double ms = median_ms([&] { kernel<<<blocks, 32 * warps>>>(iterations, sink); }, kRepetitions);
-      const double flops = static_cast<double>(blocks) * warps * iterations * chains * kMmaFlops;
-      std::printf("| %d independent accumulators per warp | %d | %.1f |\n", chains, warps, flops / (ms * 1e-3) / 1e12);
-    };
-    run(raw_mma_kernel<2>, 2);
-    run(raw_mma_kernel<6>, 6);
-    run(raw_mma_kernel<12>, 12);
-  }
+  double tf32_ns_per_mma = 0.0;  // the TF32 row's, per SM, for the shapes after it
+  const auto raw_table = [&](auto mma) {
+    using Mma = decltype(mma);
+    const bool tf32 = Mma::kK == 8;
+    std::printf("\n| mma.sync %s, operands in registers | warps per SM (one block each) | T(FL)OP/s | ns per mma per SM%s |\n"
+                "|---|---|---|---|%s\n",
+                Mma::kName, tf32 ? "" : " | against one TF32 mma", tf32 ? "" : "---|");
+    for (int warps : {4, 8, 16, 32}) {
+      const auto run = [&](auto kernel, int chains) {
+        const double ms = median_ms([&] { kernel<<<blocks, 32 * warps>>>(iterations, sink); }, kRepetitions);
+        const double mma_count = static_cast<double>(blocks) * warps * iterations * chains;
+        const double ns_per_mma = ms * 1e6 / (mma_count / sms);
+        const double ops = mma_count * 2.0 * 16 * 8 * Mma::kK;
+        // The TF32 table's best rate (12 chains, 32 warps) is the unit of the others.
+        if (tf32 && chains == 12 && warps == 32) tf32_ns_per_mma = ns_per_mma;
+        std::printf("| %d independent accumulators per warp | %d | %.1f | %.4f", chains, warps, ops / (ms * 1e-3) / 1e12,
+                    ns_per_mma);
+        if (!tf32) std::printf(" | %.2f", ns_per_mma / tf32_ns_per_mma);
+        std::printf(" |\n");
+      };
+      run(raw_mma_kernel<Mma, 2>, 2);
+      run(raw_mma_kernel<Mma, 6>, 6);
+      run(raw_mma_kernel<Mma, 12>, 12);
+    }
+  };
+  raw_table(MmaTf32{});
+  raw_table(MmaF16{});
+  raw_table(MmaS8{});
 
   std::printf("\n| RB 1 product step (14 splits, 18 mma per group-row) | warps per SM (one block each) | ns per group-row (GPU) | "
               "r_max 8 stack's 2,097,152 group-rows (ms) | TF32 TFLOP/s |\n|---|---|---|---|---|\n");
@@ -157,7 +213,7 @@ int run_benchmarks() {
     const double group_rows = static_cast<double>(blocks) * warps * step_iterations;
     const double ns_per_group_row = ms * 1e6 / group_rows;
     std::printf("| | %d | %.4f | %.3f | %.1f |\n", warps, ns_per_group_row, ns_per_group_row * 2097152 * 1e-6,
-                group_rows * 18 * kMmaFlops / (ms * 1e-3) / 1e12);
+                group_rows * 18 * kTf32MmaFlops / (ms * 1e-3) / 1e12);
   }
   PD_CUDA_CHECK(cudaFree(sink));
   return 0;
