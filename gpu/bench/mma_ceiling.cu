@@ -84,9 +84,13 @@ __global__ void __launch_bounds__(1024) raw_mma_kernel(int iterations, float* si
   for (int i = 0; i < iterations; ++i)
 #pragma unroll
     for (int c = 0; c < kChains; ++c) Mma::run(d[c], a, b0, b1);
+  // Summed in float, element by element: four s8 sums of up to 1.9·10⁹
+  // each would overflow an int.
   float s = 0.0f;
 #pragma unroll
-  for (int c = 0; c < kChains; ++c) s += static_cast<float>(d[c][0] + d[c][1] + d[c][2] + d[c][3]);
+  for (int c = 0; c < kChains; ++c)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) s += static_cast<float>(d[c][q]);
   if (s == 12345.678f) sink[threadIdx.x] = s;  // never true; keeps the products
 }
 
